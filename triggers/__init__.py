@@ -1,0 +1,90 @@
+"""watchkeeper's pure domain core: specs, calendars, and the decisions about them.
+
+Nothing here does I/O or reads a clock: every instant is an argument. ``runtime``
+reads and writes around these functions (DESIGN "Layout").
+
+Errors::
+
+    TriggerError
+    ├── SpecError (ValueError)  .field .problem .fix
+    │   ├── NoOccurrenceError
+    │   └── BindingSetError     .problems
+    └── NonAdvancingScheduleError
+"""
+
+from ._bindings import OPERATOR_TENANT as OPERATOR_TENANT
+from ._bindings import RESERVED_PARAM_KEYS as RESERVED_PARAM_KEYS
+from ._bindings import USER_BINDING_ID as USER_BINDING_ID
+from ._bindings import Binding as Binding
+from ._bindings import BindingSetError as BindingSetError
+from ._bindings import check_identifier as check_identifier
+from ._bindings import validate_bindings as validate_bindings
+from ._calendar import AtSchedule as AtSchedule
+from ._calendar import Calendar as Calendar
+from ._calendar import DueWindow as DueWindow
+from ._calendar import IntervalSchedule as IntervalSchedule
+from ._calendar import due_window as due_window
+from ._cron import CronExpression as CronExpression
+from ._cron import CronSchedule as CronSchedule
+from ._cron import DstGap as DstGap
+from ._decisions import ActiveTask as ActiveTask
+from ._decisions import BudgetState as BudgetState
+from ._decisions import Decision as Decision
+from ._decisions import EventKind as EventKind
+from ._decisions import LatenessVerdict as LatenessVerdict
+from ._decisions import LatePolicy as LatePolicy
+from ._decisions import OverrunPolicy as OverrunPolicy
+from ._decisions import OverrunVerdict as OverrunVerdict
+from ._decisions import Period as Period
+from ._decisions import Timing as Timing
+from ._decisions import budget_period as budget_period
+from ._decisions import decide_budget as decide_budget
+from ._decisions import decide_lateness as decide_lateness
+from ._decisions import decide_overrun as decide_overrun
+from ._decisions import jitter_offset as jitter_offset
+from ._decisions import occurrence_timing as occurrence_timing
+from ._errors import NoOccurrenceError as NoOccurrenceError
+from ._errors import NonAdvancingScheduleError as NonAdvancingScheduleError
+from ._errors import SpecError as SpecError
+from ._errors import TriggerError as TriggerError
+from ._preview import PreviewItem as PreviewItem
+from ._preview import preview as preview
+from ._slots import Slot as Slot
+from ._slots import SlotSkip as SlotSkip
+from ._slots import cron_slot_key as cron_slot_key
+from ._slots import format_utc as format_utc
+from ._slots import utc_slot_key as utc_slot_key
+from ._spec import DEFAULT_MIN_INTERVAL as DEFAULT_MIN_INTERVAL
+from ._spec import AgentSpec as AgentSpec
+from ._spec import AtTrigger as AtTrigger
+from ._spec import CronTrigger as CronTrigger
+from ._spec import Delivery as Delivery
+from ._spec import Ends as Ends
+from ._spec import IntervalTrigger as IntervalTrigger
+from ._spec import Lateness as Lateness
+from ._spec import Limits as Limits
+from ._spec import OutputPromise as OutputPromise
+from ._spec import Spec as Spec
+from ._spec import SpecV1 as SpecV1
+from ._spec import canonical_json as canonical_json
+from ._spec import parse_spec as parse_spec
+from ._zones import WallKind as WallKind
+from ._zones import WallTime as WallTime
+from ._zones import classify_wall as classify_wall
+from ._zones import load_zone as load_zone
+from ._zones import require_aware as require_aware
+from ._zones import tzdata_version as tzdata_version
+
+__all__ = [
+    "OPERATOR_TENANT", "RESERVED_PARAM_KEYS", "USER_BINDING_ID", "Binding", "BindingSetError",
+    "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
+    "IntervalSchedule", "due_window", "CronExpression", "CronSchedule", "DstGap", "ActiveTask",
+    "BudgetState", "Decision", "EventKind", "LatenessVerdict", "LatePolicy", "OverrunPolicy",
+    "OverrunVerdict", "Period", "Timing", "budget_period", "decide_budget", "decide_lateness",
+    "decide_overrun", "jitter_offset", "occurrence_timing", "NoOccurrenceError",
+    "NonAdvancingScheduleError", "SpecError", "TriggerError", "PreviewItem", "preview", "Slot",
+    "SlotSkip", "cron_slot_key", "format_utc", "utc_slot_key", "DEFAULT_MIN_INTERVAL",
+    "AgentSpec", "AtTrigger", "CronTrigger", "Delivery", "Ends", "IntervalTrigger", "Lateness",
+    "Limits", "OutputPromise", "Spec", "SpecV1", "canonical_json", "parse_spec", "WallKind",
+    "WallTime", "classify_wall", "load_zone", "require_aware", "tzdata_version",
+]

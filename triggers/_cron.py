@@ -1,0 +1,321 @@
+"""Cron schedules in an IANA zone, with the DST rule of DESIGN "Calendar triggers".
+
+croniter enumerates the *local wall times* that match the expression (it is given
+naive wall times of the definition's zone, so it does pure calendar arithmetic and
+none of its own DST handling); this module maps each wall time to instants:
+
+* fixed-time expressions (neither the minute nor the hour field starts with ``*``):
+  a nonexistent wall time is skipped (``skipped_dst_gap``) or, with
+  ``dst_gap="run_after"``, runs once at the first instant after the gap; a repeated
+  wall time fires once, at its first instant.
+* wildcard expressions: every real instant whose local time matches fires, so a
+  repeated hour runs in both folds and a nonexistent hour has no run.
+
+This is Vixie cron's rule (``cron.c``, "DST handling" since 3.0). croniter 7 fires
+a fixed 01:30 twice on a fall-back day and, like cronsim, fires a Friday-noon
+Pacific/Apia job on Saturday 2011-12-31; neither happens here.
+"""
+
+from __future__ import annotations
+
+import calendar
+import functools
+import re
+import zoneinfo
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from croniter import CroniterBadCronError, CroniterError, croniter
+
+from ._errors import NoOccurrenceError, NonAdvancingScheduleError, SpecError
+from ._slots import Slot, SlotSkip, cron_slot_key
+from ._zones import WallKind, WallTime, classify_wall, load_zone
+
+__all__ = ["CronExpression", "CronSchedule", "DstGap"]
+
+DstGap = Literal["skip", "run_after"]
+
+_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_NUMERIC = re.compile(r"^[0-9*,/\-]+$")
+_NAMED = re.compile(r"^[0-9A-Za-z*,/\-]+$")
+_MONTHS = {m.lower() for m in calendar.month_abbr if m}
+_DAYS = {d.lower() for d in calendar.day_abbr}
+_FIELD = "trigger.expr"
+
+
+@dataclass(frozen=True, slots=True)
+class CronExpression:
+    """A validated 5-field cron expression (minute hour day-of-month month day-of-week).
+
+    Attributes:
+        text: the expression, fields separated by one space.
+        fixed_time: True when neither the minute nor the hour field starts with ``*``.
+        day_or: True when day-of-month and day-of-week are both restricted (neither
+            starts with ``*``), which means OR, as in Vixie cron; otherwise AND.
+    """
+
+    text: str
+    fixed_time: bool
+    day_or: bool
+
+    @classmethod
+    def parse(cls, text: str, field: str = _FIELD) -> CronExpression:
+        """Validate ``text``.
+
+        Raises:
+            SpecError: not 5 fields, a character or extension Vixie cron does not
+                have (``L``, ``W``, ``#``, ``?``, ``H``, seconds), or an out-of-range value.
+            NoOccurrenceError: the expression can never match (e.g. ``0 0 31 2 *``).
+        """
+        fields = text.split()
+        if len(fields) != 5:
+            raise SpecError(
+                field,
+                f"{text!r} has {len(fields)} fields; a cron expression has exactly 5 "
+                "(minute hour day-of-month month day-of-week).",
+                "write e.g. '0 9 * * 1' for 09:00 every Monday; seconds, years and "
+                "@nicknames are not supported.",
+            )
+        for index, value in enumerate(fields):
+            _check_field(index, value, field)
+        normal = " ".join(fields)
+        try:
+            expanded, _ = croniter.expand(normal)
+        except (CroniterBadCronError, CroniterError, ValueError) as exc:
+            raise SpecError(
+                field, f"{text!r} is not a valid cron expression ({exc}).", _RANGES_FIX
+            ) from exc
+        day_or = not (fields[2].startswith("*") or fields[4].startswith("*"))
+        _require_some_day(expanded, day_or, text, field)
+        fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
+        return cls(normal, fixed, day_or)
+
+    def matches(self, wall: datetime) -> bool:
+        """Whether the naive local wall time ``wall`` (seconds ignored) matches."""
+        return bool(croniter.match(self.text, wall.replace(second=0, microsecond=0),
+                                   day_or=self.day_or))
+
+
+_RANGES_FIX = (
+    "use minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or jan-dec, "
+    "day-of-week 0-7 or sun-sat, with '*', ',', '-' and '/'."
+)
+
+
+def _check_field(index: int, value: str, field: str) -> None:
+    name = _FIELD_NAMES[index]
+    allowed = _NAMED if index in (3, 4) else _NUMERIC
+    words = set(re.findall(r"[A-Za-z]+", value))
+    known = _MONTHS if index == 3 else _DAYS
+    if not allowed.match(value) or (words and not {w.lower() for w in words} <= known):
+        raise SpecError(
+            field,
+            f"the {name} field {value!r} uses syntax that 5-field Vixie cron does not have "
+            "(L, W, #, ?, H and the like are extensions).",
+            _RANGES_FIX,
+        )
+    for low, high in re.findall(r"([0-9A-Za-z]+)-([0-9A-Za-z]+)", value):
+        if _number(low, index) > _number(high, index):
+            raise SpecError(
+                field,
+                f"the {name} field {value!r} has the reversed range {low}-{high}.",
+                "write ranges low-high; list wrapping values instead (e.g. '22,23,0-2').",
+            )
+
+
+def _number(token: str, index: int) -> int:
+    if token.isdigit():
+        return int(token)
+    names = [m.lower() for m in calendar.month_abbr] if index == 3 else _DAY_ORDER
+    return names.index(token.lower())
+
+
+_DAY_ORDER = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+
+
+def _require_some_day(expanded: list[list[object]], day_or: bool, text: str, field: str) -> None:
+    """Reject expressions whose (month, day-of-month) pairs never exist.
+
+    With OR semantics any restricted day-of-week matches some day of every month,
+    so only the AND case (or an unrestricted day-of-week) can be empty. Every valid
+    (month, day) date falls on every weekday within 28 years, so a restricted
+    day-of-week never empties a non-empty date set.
+    """
+    doms, months = expanded[2], expanded[3]
+    if day_or or doms == ["*"]:
+        return
+    month_list = range(1, 13) if months == ["*"] else [int(str(m)) for m in months]
+    longest = {m: calendar.monthrange(2000, m)[1] for m in month_list}  # 2000: Feb has 29
+    if any(isinstance(d, int) and d <= longest[m] for m in month_list for d in doms):
+        return
+    raise NoOccurrenceError(
+        field,
+        f"{text!r} never fires: none of its days of month exists in its months.",
+        "pick a day that exists in one of the months (February has at most 29 days; "
+        "April, June, September and November have 30).",
+    )
+
+
+class CronSchedule:
+    """Occurrences of a cron expression in an IANA zone.
+
+    Args:
+        expr: a :class:`CronExpression` (or its text, validated here).
+        zone: IANA zone name; required.
+        dst_gap: what a fixed-time slot in a spring-forward gap does:
+            ``"skip"`` (default) or ``"run_after"``.
+
+    Raises:
+        SpecError: bad expression or zone.
+    """
+
+    def __init__(self, expr: CronExpression | str, zone: str, dst_gap: DstGap = "skip") -> None:
+        self.expr = expr if isinstance(expr, CronExpression) else CronExpression.parse(expr)
+        self.zone_name = zone
+        self.zone = load_zone(zone, "trigger.zone")
+        self.dst_gap = dst_gap
+
+    def __repr__(self) -> str:
+        return f"CronSchedule({self.expr.text!r}, {self.zone_name!r}, dst_gap={self.dst_gap!r})"
+
+    def slots_after(self, after: datetime) -> Iterator[Slot]:
+        """Yield the slots strictly after the aware instant ``after``, in order.
+
+        Firing slots have strictly increasing ``scheduled_for``; a skipped DST-gap
+        slot may share its instant with the slot that follows the gap.
+
+        Raises:
+            NonAdvancingScheduleError: the underlying enumeration repeated itself.
+        """
+        after = after.astimezone(UTC)
+        walls = _walls_from(self.expr, self._start_wall(after))
+        yield from _emit_after(self._slots_in_wall_order(walls), after)
+
+    def _start_wall(self, after: datetime) -> datetime:
+        """The earliest wall time whose instants can lie after ``after``.
+
+        If ``after`` is the first copy of a repeated wall time, the second copies of
+        the earlier wall times of that fold still lie ahead: look back by the fold.
+        """
+        local = after.astimezone(self.zone)
+        wall = local.replace(tzinfo=None, fold=0)
+        if local.fold == 0:
+            classified = classify_wall(wall, self.zone)
+            if classified.kind is WallKind.AMBIGUOUS:
+                return wall - (classified.instants[1] - classified.instants[0])
+        return wall
+
+    def _slots_in_wall_order(self, walls: Iterator[datetime]) -> Iterator[Slot]:
+        """Map wall times to slots, holding back second fold copies until the fold ends."""
+        held: list[Slot] = []
+        for wall in walls:
+            classified = classify_wall(wall, self.zone)
+            if classified.kind is not WallKind.AMBIGUOUS:
+                yield from held
+                held.clear()
+            for slot in self._slots_of(classified):
+                if slot.fold == 1:
+                    held.append(slot)
+                else:
+                    yield slot
+
+    def _slots_of(self, wt: WallTime) -> list[Slot]:
+        key = functools.partial(cron_slot_key, wt.wall, self.zone_name)
+        if wt.kind is WallKind.UNIQUE:
+            return [Slot(key(0), wt.instants[0], self.zone_name, wt.wall)]
+        if wt.kind is WallKind.AMBIGUOUS:
+            return self._fold_slots(wt, key(0), key(1))
+        if not self.expr.fixed_time:
+            return []  # a wildcard expression simply has no run in a missing hour
+        assert wt.gap_end is not None
+        note = self._gap_note(wt)
+        if self.dst_gap == "run_after":
+            if self.expr.matches(wt.gap_end.astimezone(self.zone).replace(tzinfo=None)):
+                return []  # the first instant after the gap is a slot of its own
+            return [Slot(key(0), wt.gap_end, self.zone_name, wt.wall, note=note + _RUN_AFTER)]
+        return [Slot(key(0), wt.gap_end, self.zone_name, wt.wall, skip=SlotSkip.DST_GAP,
+                     note=note + "; skipped (dst_gap=skip).")]
+
+    def _fold_slots(self, wt: WallTime, first_key: str, second_key: str) -> list[Slot]:
+        first, second = wt.instants
+        shown = f"{wt.wall:%H:%M} on {wt.wall:%Y-%m-%d} occurs twice in {self.zone_name}"
+        first_off, second_off = _offset(first, self.zone), _offset(second, self.zone)
+        if self.expr.fixed_time:
+            note = f"{shown}; a fixed-time schedule fires once, at the first ({first_off})."
+            return [Slot(first_key, first, self.zone_name, wt.wall, note=note)]
+        return [
+            Slot(first_key, first, self.zone_name, wt.wall,
+                 note=f"{shown}; this is the first ({first_off})."),
+            Slot(second_key, second, self.zone_name, wt.wall, fold=1,
+                 note=f"{shown}; this is the second ({second_off})."),
+        ]
+
+    def _gap_note(self, wt: WallTime) -> str:
+        assert wt.gap_end is not None
+        before = (wt.gap_end - timedelta(microseconds=1)).astimezone(self.zone)
+        before += timedelta(microseconds=1)  # wall arithmetic: the local time the gap starts at
+        after = wt.gap_end.astimezone(self.zone)
+        shape = "%H:%M" if before.date() == after.date() else "%Y-%m-%d %H:%M"
+        return (
+            f"{wt.wall:%H:%M} does not exist on {wt.wall:%Y-%m-%d} in {self.zone_name} "
+            f"(clocks jump from {before:{shape}} to {after:{shape}}{_fmt_offset(after)})"
+        )
+
+
+_RUN_AFTER = "; runs once at the first instant after the gap (dst_gap=run_after)."
+
+
+def _offset(instant: datetime, zone: zoneinfo.ZoneInfo) -> str:
+    return _fmt_offset(instant.astimezone(zone))
+
+
+def _fmt_offset(local: datetime) -> str:
+    text = local.strftime("%z")
+    return f"{text[:3]}:{text[3:]}"
+
+
+def _walls_from(expr: CronExpression, start: datetime) -> Iterator[datetime]:
+    """Matching naive wall times at or after ``start`` (minute resolution), increasing.
+
+    Raises:
+        NonAdvancingScheduleError: croniter returned a wall time not after the last.
+    """
+    base = start.replace(second=0, microsecond=0) - timedelta(minutes=1)
+    if start.second or start.microsecond:
+        base += timedelta(minutes=1)
+    iterator = croniter(expr.text, base, day_or=expr.day_or, max_years_between_matches=100)
+    previous = base
+    while True:
+        wall = iterator.get_next(datetime)
+        if wall <= previous:
+            raise NonAdvancingScheduleError(
+                f"cron {expr.text!r} returned {wall.isoformat()} after {previous.isoformat()}"
+            )
+        previous = wall
+        yield wall
+
+
+def _emit_after(slots: Iterator[Slot], after: datetime) -> Iterator[Slot]:
+    """Drop slots at or before ``after``; merge run_after slots that share an instant;
+    guard monotonicity."""
+    last_fire: datetime | None = None
+    last_any = after
+    for slot in slots:
+        if slot.scheduled_for <= after:
+            continue
+        if slot.fires and last_fire is not None and slot.scheduled_for == last_fire:
+            if slot.note and slot.note.endswith(_RUN_AFTER):
+                continue  # several nonexistent times mapped to one instant fire once
+        if slot.scheduled_for < last_any or (
+            slot.fires and last_fire is not None and slot.scheduled_for <= last_fire
+        ):
+            raise NonAdvancingScheduleError(
+                f"slot {slot.key} at {slot.scheduled_for.isoformat()} does not advance "
+                f"past {max(last_any, last_fire or last_any).isoformat()}"
+            )
+        last_any = slot.scheduled_for
+        if slot.fires:
+            last_fire = slot.scheduled_for
+        yield slot

@@ -1,0 +1,402 @@
+"""The definition spec: a versioned pydantic model with a discriminated trigger.
+
+A spec has an *effective* part (trigger, lateness and overrun policy, jitter, ends,
+agent, instructions, source scope, delivery, limits, audiences, output promise) and
+a *descriptive* part (title, notes). ``spec_hash`` is the SHA-256 of the canonical
+JSON of the effective part: editing only descriptive fields keeps the hash, so it
+needs no new confirmation (DESIGN "Definitions, revisions, confirmation"; seed 004
+"what you saw is what you confirmed").
+
+Unknown trigger types, unknown versions and unknown fields are rejected with a
+:class:`~triggers.SpecError` naming the field, never guessed into the closest mode.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
+
+from ._calendar import AtSchedule, Calendar, IntervalSchedule
+from ._cron import CronExpression, CronSchedule, DstGap
+from ._decisions import LatePolicy, OverrunPolicy, Period
+from ._errors import SpecError
+from ._zones import WallKind, classify_wall, load_zone, require_aware
+
+__all__ = [
+    "AgentSpec",
+    "AtTrigger",
+    "CronTrigger",
+    "Delivery",
+    "Ends",
+    "IntervalTrigger",
+    "Lateness",
+    "Limits",
+    "OutputPromise",
+    "Spec",
+    "SpecV1",
+    "canonical_json",
+    "parse_spec",
+    "DEFAULT_MIN_INTERVAL",
+    "SUPPORTED_VERSIONS",
+]
+
+DEFAULT_MIN_INTERVAL = timedelta(seconds=60)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MIN_INTERVAL_KEY = "min_interval"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CronTrigger(_Model):
+    """``type = "cron"``: a 5-field expression in a required IANA zone."""
+
+    type: Literal["cron"]
+    expr: str
+    zone: str | None = None
+    dst_gap: DstGap = "skip"
+
+    @pydantic.field_validator("expr")
+    @classmethod
+    def _expr(cls, value: str) -> str:
+        return CronExpression.parse(value).text
+
+    @pydantic.field_validator("zone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str:
+        return load_zone(value, "trigger.zone").key
+
+    @pydantic.model_validator(mode="after")
+    def _zone_required(self) -> CronTrigger:
+        if self.zone is None:
+            load_zone(None, "trigger.zone")
+        return self
+
+    def calendar(self) -> Calendar:
+        """The cron schedule (shared by every definition with this trigger)."""
+        assert self.zone is not None
+        return _cron_schedule(self.expr, self.zone, self.dst_gap)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cron_schedule(expr: str, zone: str, dst_gap: DstGap) -> CronSchedule:
+    return CronSchedule(expr, zone, dst_gap)
+
+
+class IntervalTrigger(_Model):
+    """``type = "interval"``: ``anchor + n * every`` for n = 0, 1, 2, ...; DST-free.
+
+    ``every`` is a duration (seconds or ISO 8601, e.g. ``"PT2M"``) at least the
+    runtime's minimum resolution (default 60 s); ``anchor`` an aware instant
+    (default 1970-01-01T00:00Z, so a 15-minute interval fires at :00, :15, ...).
+    """
+
+    type: Literal["interval"]
+    every: timedelta
+    anchor: datetime = EPOCH
+
+    @pydantic.field_validator("every")
+    @classmethod
+    def _every(cls, value: timedelta, info: ValidationInfo) -> timedelta:
+        minimum = (info.context or {}).get(_MIN_INTERVAL_KEY, DEFAULT_MIN_INTERVAL)
+        if value < minimum:
+            raise SpecError(
+                "trigger.every",
+                f"{value.total_seconds():g} s is under the minimum resolution of "
+                f"{minimum.total_seconds():g} s.",
+                f"use every >= {minimum.total_seconds():g} seconds.",
+            )
+        return value
+
+    @pydantic.field_validator("anchor")
+    @classmethod
+    def _anchor(cls, value: datetime) -> datetime:
+        return require_aware(value, "trigger.anchor")
+
+    def calendar(self) -> Calendar:
+        """The interval schedule."""
+        return IntervalSchedule(self.every, self.anchor)
+
+
+class AtTrigger(_Model):
+    """``type = "at"``: one instant, given as a local wall time in ``zone``
+    (or as an aware timestamp). A wall time that does not exist is rejected; a
+    repeated one means its first instant."""
+
+    type: Literal["at"]
+    at: datetime
+    zone: str = "UTC"
+
+    @pydantic.field_validator("zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        return load_zone(value, "trigger.zone").key
+
+    @pydantic.model_validator(mode="after")
+    def _exists(self) -> AtTrigger:
+        self.resolve()
+        return self
+
+    def resolve(self) -> tuple[datetime, str | None]:
+        """The UTC instant and a note when the wall time is repeated.
+
+        Raises:
+            SpecError: the wall time falls in a gap of ``zone``.
+        """
+        if self.at.tzinfo is not None:
+            return self.at.astimezone(UTC), None
+        zone = load_zone(self.zone)
+        wall = classify_wall(self.at, zone)
+        if wall.kind is WallKind.GAP:
+            assert wall.gap_end is not None
+            raise SpecError(
+                "trigger.at",
+                f"{self.at:%Y-%m-%dT%H:%M} does not exist in {self.zone}: the clocks skip "
+                f"it (the first instant after is {wall.gap_end.astimezone(zone).isoformat()}).",
+                "pick a local time outside the gap.",
+            )
+        note = None
+        if wall.kind is WallKind.AMBIGUOUS:
+            offset = wall.instants[0].astimezone(zone).isoformat()[-6:]
+            note = f"{self.at:%H:%M} occurs twice in {self.zone}; this is the first ({offset})."
+        return wall.instants[0], note
+
+    def calendar(self) -> Calendar:
+        """The one-shot schedule."""
+        instant, note = self.resolve()
+        return AtSchedule(instant, self.zone, note)
+
+
+Trigger = Annotated[CronTrigger | IntervalTrigger | AtTrigger, Field(discriminator="type")]
+
+
+class Lateness(_Model):
+    """Lateness policy and ``late_grace`` (``expires_at = not_before + late_grace``)."""
+
+    policy: LatePolicy = LatePolicy.SKIP_EXPIRED
+    late_grace: timedelta = timedelta(minutes=10)
+
+    @pydantic.field_validator("late_grace")
+    @classmethod
+    def _grace(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise SpecError("lateness.late_grace", "is negative.", "use 0 or more seconds.")
+        return value
+
+
+class Ends(_Model):
+    """When the schedule ends: never (default), ``until`` an aware instant
+    (inclusive), and/or ``after`` N calendar occurrences (skipped ones count)."""
+
+    until: datetime | None = None
+    after: Annotated[int, Field(gt=0)] | None = None
+
+    @pydantic.field_validator("until")
+    @classmethod
+    def _until(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else require_aware(value, "ends.until")
+
+
+class AgentSpec(_Model):
+    """Which agent runs the task (default: the built-in deterministic digest)."""
+
+    name: str = "digest"
+    params: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Limits(_Model):
+    """Deadline, attempts, task budget per accounting period, and run budget."""
+
+    deadline: timedelta = timedelta(minutes=10)
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
+    max_tasks_per_period: Annotated[int, Field(ge=0)] | None = None
+    period: Period = Period.DAY
+    max_model_requests: Annotated[int, Field(ge=0)] | None = None
+    max_tool_attempts: Annotated[int, Field(ge=0)] | None = None
+    max_cost_usd: Annotated[Decimal, Field(ge=0)] | None = None
+
+    @pydantic.field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise SpecError("limits.deadline", "must be positive.", "e.g. deadline = 'PT10M'.")
+        return value
+
+
+class Delivery(_Model):
+    """One notification destination for the committed report."""
+
+    channel: Literal["log", "file"] = "log"
+    destination: str = ""
+
+    @pydantic.model_validator(mode="after")
+    def _destination(self) -> Delivery:
+        if self.channel == "file" and not self.destination:
+            raise SpecError(
+                "delivery.destination", "a file delivery needs a path.",
+                "set destination = 'reports.jsonl' (relative to WATCHKEEPER_HOME) or an absolute path.",
+            )
+        return self
+
+
+class OutputPromise(_Model):
+    """What a run must produce: a non-empty markdown report (default), or an
+    artifact file of ``type`` (a suffix such as ``".md"``) under ``directory``."""
+
+    kind: Literal["markdown", "artifact"] = "markdown"
+    directory: str | None = None
+    type: str | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _artifact(self) -> OutputPromise:
+        if self.kind == "artifact" and not (self.directory and self.type):
+            raise SpecError(
+                "output", "an artifact promise needs a directory and a type.",
+                "set output.directory = 'drafts' and output.type = '.md'.",
+            )
+        return self
+
+
+class SpecV1(_Model):
+    """Definition spec, version 1. See the module docstring for the two parts."""
+
+    version: Literal[1] = 1
+    trigger: Trigger
+    lateness: Lateness = Lateness()
+    overrun: OverrunPolicy = OverrunPolicy.SKIP
+    jitter: timedelta = timedelta(0)
+    ends: Ends = Ends()
+    agent: AgentSpec = AgentSpec()
+    instructions: str = ""
+    sources: tuple[str, ...] = ()
+    delivery: tuple[Delivery, ...] = (Delivery(),)
+    limits: Limits = Limits()
+    audiences: tuple[str, ...] = ()
+    output: OutputPromise = OutputPromise()
+    title: str = ""
+    notes: str = ""
+
+    @pydantic.field_validator("jitter")
+    @classmethod
+    def _jitter(cls, value: timedelta) -> timedelta:
+        if not timedelta(0) <= value <= timedelta(hours=1):
+            raise SpecError("jitter", "must be between 0 and 1 hour.", "e.g. jitter = 'PT30S'.")
+        return value
+
+    DESCRIPTIVE: ClassVar[frozenset[str]] = frozenset({"title", "notes"})
+
+    def effective(self) -> dict[str, Any]:
+        """The effective part as canonical plain data (durations in seconds)."""
+        return _plain(self.model_dump(mode="python", exclude=set(self.DESCRIPTIVE)))
+
+    @property
+    def spec_hash(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of the effective part."""
+        return hashlib.sha256(canonical_json(self.effective()).encode()).hexdigest()
+
+    def calendar(self) -> Calendar:
+        """The schedule of this spec's trigger."""
+        return self.trigger.calendar()
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole spec (both parts) as JSON-compatible data; round-trips."""
+        return self.model_dump(mode="json")
+
+
+Spec = SpecV1
+SUPPORTED_VERSIONS: dict[int, type[SpecV1]] = {1: SpecV1}
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON: sorted keys, no insignificant white space, UTF-8 text."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, timedelta):
+        return _number(Decimal(value // timedelta(microseconds=1)) / Decimal(1_000_000))
+    if isinstance(value, datetime):
+        return value.isoformat() if value.tzinfo is None else _utc(value)
+    if isinstance(value, Decimal):
+        return _number(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _number(value: Decimal) -> int | str:
+    return int(value) if value == value.to_integral_value() else str(value.normalize())
+
+
+def _utc(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN_INTERVAL) -> Spec:
+    """Validate plain data (from TOML or JSON) into a spec.
+
+    Args:
+        data: the spec as a mapping; must carry ``version``.
+        min_interval: the runtime's minimum interval resolution.
+
+    Raises:
+        SpecError: naming the first offending field (and counting the others).
+    """
+    version = data.get("version")
+    if version is None:
+        raise SpecError("version", "is missing.", "add version = 1 at the top of the spec.")
+    model = SUPPORTED_VERSIONS.get(version) if isinstance(version, int) else None
+    if model is None:
+        raise SpecError(
+            "version", f"{version!r} is not a spec version this watchkeeper reads.",
+            f"use one of {sorted(SUPPORTED_VERSIONS)}; a newer spec needs a newer watchkeeper.",
+        )
+    try:
+        return model.model_validate(dict(data), context={_MIN_INTERVAL_KEY: min_interval})
+    except pydantic.ValidationError as exc:
+        raise _translate(exc) from exc
+
+
+def _translate(exc: pydantic.ValidationError) -> SpecError:
+    errors = exc.errors()
+    first = errors[0]
+    original = (first.get("ctx") or {}).get("error")
+    where = _where(first["loc"])
+    more = f" ({len(errors) - 1} more problem(s) after this one.)" if len(errors) > 1 else ""
+    if isinstance(original, SpecError):
+        field = original.field if "." in original.field else where
+        return SpecError(field, original.problem + more, original.fix)
+    if first["type"] == "union_tag_invalid":
+        return SpecError(
+            "trigger.type", f"unknown trigger type {first['input'].get('type')!r}.{more}",
+            "use one of 'at', 'cron', 'interval'.",
+        )
+    if first["type"] == "union_tag_not_found":
+        return SpecError("trigger.type", f"is missing.{more}",
+                         "set trigger.type to 'at', 'cron' or 'interval'.")
+    if first["type"] == "extra_forbidden":
+        return SpecError(where, f"is not a field of this spec.{more}",
+                         "remove it or check its spelling against the README.")
+    return SpecError(where, f"{first['msg']}.{more}", "see the spec reference in the README.")
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """Dotted field path; drops the discriminator tag pydantic inserts after 'trigger'."""
+    parts = list(loc)
+    if len(parts) > 1 and parts[0] == "trigger" and parts[1] in ("cron", "interval", "at"):
+        del parts[1]
+    return ".".join(str(p) for p in parts) or "spec"
