@@ -28,6 +28,8 @@ from ._cron import CronExpression as CronExpression
 from ._cron import CronSchedule as CronSchedule
 from ._cron import DstGap as DstGap
 from ._decisions import ActiveTask as ActiveTask
+from ._decisions import AdmissionVerdict as AdmissionVerdict
+from ._decisions import decide_admission as decide_admission
 from ._decisions import BudgetState as BudgetState
 from ._decisions import Decision as Decision
 from ._decisions import EventKind as EventKind
@@ -79,7 +81,7 @@ __all__ = [
     "OPERATOR_TENANT", "RESERVED_PARAM_KEYS", "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
     "IntervalSchedule", "due_window", "CronExpression", "CronSchedule", "DstGap", "ActiveTask",
-    "BudgetState", "Decision", "EventKind", "LatenessVerdict", "LatePolicy", "OverrunPolicy",
+    "BudgetState", "Decision", "AdmissionVerdict", "decide_admission", "EventKind", "LatenessVerdict", "LatePolicy", "OverrunPolicy",
     "OverrunVerdict", "Period", "Timing", "budget_period", "decide_budget", "decide_lateness",
     "decide_overrun", "jitter_offset", "occurrence_timing", "NoOccurrenceError",
     "NonAdvancingScheduleError", "SpecError", "TriggerError", "PreviewItem", "preview", "Slot",

@@ -19,6 +19,8 @@ from ._slots import Slot
 
 __all__ = [
     "ActiveTask",
+    "AdmissionVerdict",
+    "decide_admission",
     "BudgetState",
     "Decision",
     "EventKind",
@@ -252,6 +254,54 @@ def decide_budget(state: BudgetState | None) -> tuple[bool, str]:
     if state.used < state.limit:
         return True, f"budget {state.used + 1} of {state.limit}"
     return False, f"task budget exhausted: {state.used} of {state.limit} used in this period"
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionVerdict:
+    """The final decision for a candidate occurrence (DESIGN "Admission").
+
+    Attributes:
+        decision: what the occurrence row records.
+        reason: one human sentence.
+        late: admitted past ``expires_at``.
+        held_behind: ``queue_one``: the task the new one waits for.
+        cancel: ``cancel_previous``: tasks whose cancellation is requested.
+        consumes_budget: whether one unit of the period's task budget is used.
+    """
+
+    decision: Decision
+    reason: str
+    late: bool = False
+    held_behind: int | None = None
+    cancel: tuple[int, ...] = ()
+    consumes_budget: bool = False
+
+
+def decide_admission(
+    lateness: LatenessVerdict,
+    overrun: OverrunPolicy,
+    active: Sequence[ActiveTask],
+    budget: BudgetState | None,
+    *,
+    bypass_overrun: bool = False,
+) -> AdmissionVerdict:
+    """Lateness first, then overrun, then the task budget (consumed only on admission).
+
+    ``bypass_overrun`` is for an explicit manual trigger-now, which starts beside a
+    running task by design (seed 001, ``triggerNow``); the budget still applies.
+    """
+    if lateness.decision is not Decision.ADMITTED:
+        return AdmissionVerdict(lateness.decision, lateness.reason)
+    verdict = OverrunVerdict(True, None, (), "manual trigger") if bypass_overrun else (
+        decide_overrun(overrun, active))
+    if not verdict.admit:
+        return AdmissionVerdict(Decision.SKIPPED_OVERRUN, verdict.reason)
+    fits, why = decide_budget(budget)
+    if not fits:
+        return AdmissionVerdict(Decision.DENIED_BUDGET, why)
+    reason = lateness.reason if lateness.late else verdict.reason
+    return AdmissionVerdict(Decision.ADMITTED, reason, lateness.late, verdict.held_behind,
+                            verdict.cancel, budget is not None)
 
 
 def _human(delta: timedelta) -> str:

@@ -25,7 +25,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
 
-from ._calendar import AtSchedule, Calendar, IntervalSchedule
+from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._errors import SpecError
@@ -307,6 +307,20 @@ class SpecV1(_Model):
     def calendar(self) -> Calendar:
         """The schedule of this spec's trigger."""
         return self.trigger.calendar()
+
+    def window(self, cursor: datetime, now: datetime, slots_seen: int = 0) -> DueWindow:
+        """The slots due in ``(cursor, now]`` and the next one, within this spec's ends.
+
+        ``slots_seen`` counts the occurrences already enumerated under this revision
+        (skipped ones included), for ``ends.after``.
+        """
+        remaining = None if self.ends.after is None else max(self.ends.after - slots_seen, 0)
+        return due_window(self.calendar(), cursor, now, until=self.ends.until, remaining=remaining)
+
+    @property
+    def zone(self) -> str:
+        """The zone the schedule is read in (``"UTC"`` for intervals)."""
+        return getattr(self.trigger, "zone", None) or "UTC"
 
     def to_json(self) -> dict[str, Any]:
         """The whole spec (both parts) as JSON-compatible data; round-trips."""

@@ -1,0 +1,102 @@
+"""Delivery channels. A channel is a small protocol, so a new one (email, chat)
+needs no change to the dispatcher.
+
+Built in: ``log`` (the ``watchkeeper.notify`` logger) and ``file`` (JSON Lines,
+each notice appended with one ``write`` on an ``O_APPEND`` descriptor and fsynced).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from ._errors import DeliveryFailed
+
+__all__ = ["Channel", "FileChannel", "LogChannel", "Notice"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One delivery attempt's input: the committed report *reference*, never a rerun.
+
+    Attributes:
+        delivery_id: stable id, also the idempotency key the receiver dedups on.
+        channel, destination: where it goes.
+        attempt: 1 for the first attempt.
+        payload: JSON-compatible notice body (report reference, hash, title, summary).
+    """
+
+    tenant_id: str
+    delivery_id: str
+    channel: str
+    destination: str
+    attempt: int
+    payload: Mapping[str, Any]
+
+
+class Channel(Protocol):
+    """Sends one notice; returns a short transport response summary.
+
+    Raises:
+        DeliveryFailed: with ``retryable`` set.
+    """
+
+    async def send(self, notice: Notice) -> str:
+        """Deliver ``notice``."""
+        ...
+
+
+class LogChannel:
+    """Writes the notice to the ``watchkeeper.notify`` logger at INFO."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger or logging.getLogger("watchkeeper.notify")
+
+    async def send(self, notice: Notice) -> str:
+        """Log one line with the delivery id and the report reference."""
+        self.logger.info("notice %s for %s: %s", notice.delivery_id, notice.tenant_id,
+                         json.dumps(notice.payload, sort_keys=True))
+        return "logged"
+
+
+class FileChannel:
+    """Appends the notice as one JSON line to ``destination`` (relative paths are
+    under ``base_dir``) and fsyncs before reporting success."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+
+    def path_of(self, destination: str) -> Path:
+        """Where ``destination`` is written."""
+        path = Path(destination).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    async def send(self, notice: Notice) -> str:
+        """Append and fsync one line."""
+        path = self.path_of(notice.destination)
+        line = json.dumps({"delivery_id": notice.delivery_id, "attempt": notice.attempt,
+                           **notice.payload}, sort_keys=True) + "\n"
+        try:
+            await anyio.to_thread.run_sync(_append, path, line.encode())
+        except OSError as exc:
+            raise DeliveryFailed(f"cannot append to {path}: {exc}", retryable=True) from exc
+        return f"appended to {path}"
+
+
+def _append(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    try:
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"short write: {written} of {len(data)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,71 @@
+"""The exceptions of :mod:`runtime`.
+
+::
+
+    WatchkeeperError
+    ├── ConfigError              bad settings or environment; names the variable
+    ├── NotFound                 no such tenant, user, definition, revision, task
+    ├── Conflict                 the state changed under you (stale base revision,
+    │                            a cancelled definition, a duplicate manual trigger)
+    ├── AuthError                missing or wrong token, or not the owner
+    ├── DatabaseUnavailable      transient: connection refused or dropped (retryable)
+    │   └── CommitOutcomeUnknown the COMMIT acknowledgement was lost
+    ├── StaleLease               the fencing token is no longer current
+    ├── EffectOutcomeUnknown     an external effect was started by an earlier attempt
+    │                            and its outcome was never recorded
+    └── BudgetExceeded           a run used up its model/tool/cost budget
+
+Spec problems raise :class:`triggers.SpecError` (a ``ValueError``) unchanged.
+asyncpg errors never leave this package: :func:`runtime._db.translated` maps them.
+"""
+
+from __future__ import annotations
+
+
+class WatchkeeperError(Exception):
+    """Base class of all errors raised by :mod:`runtime`."""
+
+
+class ConfigError(WatchkeeperError):
+    """A setting or the environment is wrong; the message names it and the fix."""
+
+
+class NotFound(WatchkeeperError):
+    """The named tenant, user, definition, revision or task does not exist."""
+
+
+class Conflict(WatchkeeperError):
+    """The request contradicts the current state; nothing was written."""
+
+
+class AuthError(WatchkeeperError):
+    """The caller is not authenticated, or is not allowed to do this."""
+
+
+class DatabaseUnavailable(WatchkeeperError):
+    """PostgreSQL could not be reached or the connection dropped. Retryable."""
+
+    retryable = True
+
+
+class CommitOutcomeUnknown(DatabaseUnavailable):
+    """The connection dropped while COMMIT was in flight: the transaction may or may
+    not have committed. Recover by reading the receipt by its key; never retry under
+    a new identity."""
+
+
+class StaleLease(WatchkeeperError):
+    """A worker's fencing token is no longer current; it must do nothing more."""
+
+
+class EffectOutcomeUnknown(WatchkeeperError):
+    """An earlier attempt started this external effect and never recorded its outcome.
+    The task is marked ``unknown`` for reconciliation by the effect's idempotency key."""
+
+    def __init__(self, effect_key: str) -> None:
+        self.effect_key = effect_key
+        super().__init__(f"effect {effect_key!r} was started by an earlier attempt; outcome unknown")
+
+
+class BudgetExceeded(WatchkeeperError):
+    """A run tried to spend beyond its declared model-request, tool or cost budget."""

@@ -1,0 +1,505 @@
+-- Every runtime statement, by name. Loaded once by runtime._db.load_queries.
+-- Instants ($n::timestamptz) come from the caller's injected clock, never now().
+
+-- name: migration_lock
+SELECT pg_advisory_lock($1::bigint);
+
+-- name: migration_unlock
+SELECT pg_advisory_unlock($1::bigint);
+
+-- name: migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    sha256     text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- name: migrations_applied
+SELECT version, sha256 FROM schema_migrations ORDER BY version;
+
+-- name: migration_record
+INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3);
+
+-- name: server_clock
+SELECT clock_timestamp();
+
+-- ---------------------------------------------------------------- tenants and users
+
+-- name: tenant_ensure
+INSERT INTO tenants (tenant_id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING;
+
+-- name: user_insert
+INSERT INTO users (tenant_id, user_id, display_name, zone, token_sha256, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT DO NOTHING
+RETURNING user_id;
+
+-- name: user_rotate_token
+UPDATE users SET token_sha256 = $3 WHERE tenant_id = $1 AND user_id = $2 RETURNING user_id;
+
+-- name: user_by_token
+SELECT tenant_id, user_id FROM users WHERE token_sha256 = $1;
+
+-- name: user_get
+SELECT tenant_id, user_id, display_name, zone FROM users WHERE tenant_id = $1 AND user_id = $2;
+
+-- name: users_list
+SELECT tenant_id, user_id, display_name, zone, created_at FROM users
+WHERE $1::text IS NULL OR tenant_id = $1
+ORDER BY tenant_id, user_id;
+
+-- ---------------------------------------------------------------- definitions
+
+-- name: definition_lock
+SELECT * FROM definitions WHERE tenant_id = $1 AND definition_id = $2 FOR UPDATE;
+
+-- name: definition_get
+SELECT d.*, r.spec, r.spec_hash, r.registration
+FROM definitions d
+LEFT JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+WHERE d.tenant_id = $1 AND d.definition_id = $2;
+
+-- name: definition_id_used_elsewhere
+SELECT tenant_id FROM definitions WHERE definition_id = $1 AND origin <> $2 LIMIT 1;
+
+-- name: definition_insert
+INSERT INTO definitions (tenant_id, definition_id, origin, owner_user_id, status,
+                         latest_revision, created_at, updated_at)
+VALUES ($1, $2, $3, $4, 'proposed', 0, $5, $5);
+
+-- name: definitions_list
+SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.status, d.fence,
+       d.latest_revision, d.effective_revision, d.next_due_at, d.slots_seen,
+       r.spec->>'title' AS title, r.spec->'trigger' AS trigger
+FROM definitions d
+LEFT JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = coalesce(d.effective_revision, d.latest_revision)
+WHERE ($1::text IS NULL OR d.tenant_id = $1)
+ORDER BY d.tenant_id, d.definition_id;
+
+-- name: revision_insert
+INSERT INTO definition_revisions (tenant_id, definition_id, revision, spec, spec_hash,
+                                  registration, status, based_on, proposed_by, proposed_at,
+                                  confirmed_by, confirmed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+
+-- name: revision_get
+SELECT * FROM definition_revisions
+WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3;
+
+-- name: revisions_list
+SELECT revision, spec_hash, status, based_on, proposed_by, proposed_at, confirmed_by,
+       confirmed_at, spec->>'title' AS title
+FROM definition_revisions
+WHERE tenant_id = $1 AND definition_id = $2
+ORDER BY revision;
+
+-- name: spec_by_hash
+SELECT spec, registration FROM definition_revisions WHERE spec_hash = $1 LIMIT 1;
+
+-- name: revision_confirm
+UPDATE definition_revisions SET status = 'confirmed', confirmed_by = $4, confirmed_at = $5
+WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3 AND status = 'proposed';
+
+-- name: revisions_retire
+-- Older effective revisions become superseded; older open proposals are withdrawn.
+UPDATE definition_revisions
+SET status = CASE WHEN status = 'proposed' THEN 'withdrawn' ELSE 'superseded' END
+WHERE tenant_id = $1 AND definition_id = $2 AND revision < $3
+  AND status IN ('proposed', 'confirmed', 'registered');
+
+-- name: definition_set_latest
+UPDATE definitions SET latest_revision = $3, updated_at = $4
+WHERE tenant_id = $1 AND definition_id = $2;
+
+-- name: definition_make_effective
+-- A newly confirmed (or registered) revision: new fence, fresh cursor and count.
+UPDATE definitions
+SET effective_revision = $3, effective_since = $4, cursor_at = $5, slots_seen = 0,
+    next_due_at = $6, status = $7, fence = fence + 1, updated_at = $4,
+    paused_at = CASE WHEN $7 = 'paused' THEN paused_at ELSE NULL END
+WHERE tenant_id = $1 AND definition_id = $2
+RETURNING fence;
+
+-- name: definition_set_descriptive
+-- A descriptive-only edit: the effective part is unchanged, so no new fence.
+UPDATE definitions SET effective_revision = $3, updated_at = $4
+WHERE tenant_id = $1 AND definition_id = $2;
+
+-- name: definition_set_status
+UPDATE definitions
+SET status = $3, paused_at = $4, cursor_at = $5, slots_seen = $6, next_due_at = $7,
+    fence = fence + 1, updated_at = $8
+WHERE tenant_id = $1 AND definition_id = $2
+RETURNING fence;
+
+-- name: tasks_cancel_waiting
+-- Cancel a definition's tasks that have not started; they never run.
+UPDATE tasks SET status = 'cancelled', status_reason = $3, finished_at = $4
+WHERE definition_tenant_id = $1 AND definition_id = $2
+  AND status IN ('pending', 'held', 'review_required')
+RETURNING tenant_id, task_id;
+
+-- name: tasks_request_cancel
+-- Ask the workers of a definition's started tasks to stop.
+UPDATE tasks SET cancel_requested_at = $3
+WHERE definition_tenant_id = $1 AND definition_id = $2
+  AND status IN ('running', 'suspended') AND cancel_requested_at IS NULL
+RETURNING tenant_id, task_id;
+
+-- name: event_insert
+INSERT INTO schedule_events (tenant_id, definition_id, binding_id, revision, kind, first_slot,
+                             last_slot, first_at, last_at, count, reason, recorded_at, recorded_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
+
+-- ---------------------------------------------------------------- tick and admission
+
+-- name: definitions_due
+-- Keyset-paginated: each tick walks every due definition once, oldest first.
+SELECT d.next_due_at, d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
+       d.effective_revision, d.cursor_at, d.slots_seen, r.spec_hash
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+WHERE d.status = 'active' AND d.next_due_at <= $1
+  AND (d.next_due_at, d.tenant_id, d.definition_id) > ($3::timestamptz, $4::text, $5::text)
+ORDER BY d.next_due_at, d.tenant_id, d.definition_id
+LIMIT $2;
+
+-- name: specs_by_hash
+SELECT DISTINCT ON (spec_hash) spec_hash, spec, registration
+FROM definition_revisions WHERE spec_hash = ANY($1::text[]);
+
+-- name: definitions_lock_batch
+-- Phase 2 of a tick: lock the planned definitions; rows another replica holds are skipped.
+SELECT d.tenant_id, d.definition_id, d.fence, d.cursor_at, d.status, d.effective_revision
+FROM definitions d
+JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, definition_id)
+  ON d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
+FOR UPDATE OF d SKIP LOCKED;
+
+-- name: tasks_active_for
+SELECT t.tenant_id, t.definition_id, t.binding_id, t.task_id, t.status
+FROM tasks t
+JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, definition_id, binding_id)
+  ON t.tenant_id = k.tenant_id AND t.definition_id = k.definition_id
+ AND t.binding_id = k.binding_id
+WHERE t.status IN ('pending', 'held', 'running', 'suspended', 'review_required');
+
+-- name: budget_for
+SELECT b.tenant_id, b.definition_id, b.binding_id, b.period_start, b.task_limit, b.used
+FROM budget_ledger b
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+     AS k (tenant_id, definition_id, binding_id, period_start)
+  ON b.tenant_id = k.tenant_id AND b.definition_id = k.definition_id
+ AND b.binding_id = k.binding_id AND b.period_start = k.period_start;
+
+-- name: occurrences_claim
+-- The claim is the insert: a key that exists already loses, silently, here.
+INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id,
+                         revision, scheduled_for, not_before, expires_at, zone, local_wall, fold,
+                         decision, reason, late, lateness_seconds, run_status, run_deadline_at,
+                         tzdata_version, decided_at, decided_by)
+SELECT i.*, $20::text, $21::timestamptz, $22::text
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::integer[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[],
+            $12::timestamp[], $13::smallint[], $14::text[], $15::text[], $16::boolean[],
+            $17::double precision[], $18::text[], $19::timestamptz[]) AS i
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, definition_id, binding_id, slot, kind;
+
+-- name: tasks_insert
+-- JSON columns arrive as JSON text ($11-$13) and are cast here: a list of lists would
+-- otherwise be read by the driver as a multi-dimensional array.
+INSERT INTO tasks (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind,
+                   revision, owner_user_id, agent, message, params, delivery, audiences,
+                   status, status_reason, late, late_policy, scheduled_for, not_before,
+                   expires_at, deadline_seconds, max_attempts, held_behind, admitted_at)
+SELECT i.tenant_id, i.definition_tenant_id, i.definition_id, i.binding_id, i.slot, i.kind,
+       i.revision, i.owner_user_id, i.agent, i.message, i.params::jsonb, i.delivery::jsonb,
+       i.audiences::jsonb, i.status, i.status_reason, i.late, i.late_policy, i.scheduled_for,
+       i.not_before, i.expires_at, i.deadline_seconds, i.max_attempts, i.held_behind,
+       $24::timestamptz
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::integer[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+            $13::text[], $14::text[], $15::text[], $16::boolean[], $17::text[],
+            $18::timestamptz[], $19::timestamptz[], $20::timestamptz[],
+            $21::double precision[], $22::integer[], $23::bigint[])
+     AS i (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind, revision,
+           owner_user_id, agent, message, params, delivery, audiences, status, status_reason,
+           late, late_policy, scheduled_for, not_before, expires_at, deadline_seconds,
+           max_attempts, held_behind)
+RETURNING tenant_id, task_id, definition_id, binding_id, slot, kind;
+
+-- name: budget_consume
+INSERT INTO budget_ledger AS b (tenant_id, definition_id, binding_id, period_start, period_end,
+                                task_limit, used)
+SELECT i.*, 1
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[],
+            $6::integer[]) AS i
+ON CONFLICT (tenant_id, definition_id, binding_id, period_start)
+DO UPDATE SET used = b.used + 1;
+
+-- name: tasks_cancel_previous
+-- cancel_previous: waiting tasks end now; started ones are asked to stop.
+UPDATE tasks t
+SET status = CASE WHEN t.status IN ('pending', 'held', 'review_required') THEN 'cancelled'
+                  ELSE t.status END,
+    status_reason = CASE WHEN t.status IN ('pending', 'held', 'review_required') THEN $3
+                         ELSE t.status_reason END,
+    finished_at = CASE WHEN t.status IN ('pending', 'held', 'review_required') THEN $4
+                       ELSE t.finished_at END,
+    cancel_requested_at = coalesce(t.cancel_requested_at, $4)
+FROM unnest($1::text[], $2::bigint[]) AS k (tenant_id, task_id)
+WHERE t.tenant_id = k.tenant_id AND t.task_id = k.task_id
+  AND t.status IN ('pending', 'held', 'review_required', 'running', 'suspended');
+
+-- name: events_insert
+INSERT INTO schedule_events (tenant_id, definition_id, binding_id, revision, kind, first_slot,
+                             last_slot, first_at, last_at, count, reason, recorded_at, recorded_by)
+SELECT i.*, $12::timestamptz, $13::text
+FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[],
+            $7::text[], $8::timestamptz[], $9::timestamptz[], $10::integer[], $11::text[]) AS i;
+
+-- name: definitions_advance
+UPDATE definitions d
+SET cursor_at = i.cursor_at, slots_seen = i.slots_seen, next_due_at = i.next_due_at,
+    status = i.status, updated_at = $7
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::timestamptz[],
+            $6::text[]) AS i (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
+WHERE d.tenant_id = i.tenant_id AND d.definition_id = i.definition_id;
+
+-- name: occurrence_get
+SELECT o.*, t.task_id, t.status AS task_status
+FROM occurrences o
+LEFT JOIN tasks t
+  ON t.tenant_id = o.tenant_id AND t.definition_id = o.definition_id
+ AND t.binding_id = o.binding_id AND t.slot = o.slot AND t.kind = o.kind
+WHERE o.tenant_id = $1 AND o.definition_id = $2 AND o.binding_id = $3 AND o.slot = $4
+  AND o.kind = $5;
+
+-- name: occurrence_run_finished
+UPDATE occurrences SET run_status = $5, run_finished_at = $6, run_error = $7
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
+  AND kind = 'scheduled' AND run_status = 'running';
+
+-- name: occurrences_run_stale
+UPDATE occurrences SET run_status = 'stale', run_finished_at = $1,
+       run_error = 'claim older than stale_claim_after with no outcome'
+WHERE run_status = 'running' AND run_deadline_at < $1
+RETURNING tenant_id, definition_id, slot;
+
+-- ---------------------------------------------------------------- workers and leases
+
+-- name: tasks_claim
+-- A worker claims due pending tasks; each gets a lease and a fresh fencing token.
+WITH c AS (
+    SELECT tenant_id, task_id FROM tasks
+    WHERE status = 'pending' AND not_before <= $1
+    ORDER BY not_before, task_id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tasks t
+SET status = 'running', lease_owner = $3, lease_token = nextval('lease_tokens'),
+    lease_expires_at = $1 + make_interval(secs => $4), attempts = t.attempts + 1,
+    started_at = coalesce(t.started_at, $1),
+    deadline_at = coalesce(t.deadline_at, $1 + make_interval(secs => t.deadline_seconds))
+FROM c
+WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
+RETURNING t.*;
+
+-- name: tasks_take_over
+-- Running tasks whose lease expired get a new owner and a newer fencing token.
+WITH c AS (
+    SELECT tenant_id, task_id FROM tasks
+    WHERE status = 'running' AND lease_expires_at < $1
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tasks t
+SET lease_owner = $3, lease_token = nextval('lease_tokens'),
+    lease_expires_at = $1 + make_interval(secs => $4), attempts = t.attempts + 1
+FROM c
+WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
+RETURNING t.*;
+
+-- name: runs_mark_lease_lost
+UPDATE runs SET outcome = 'lease_lost', finished_at = $3,
+       error = 'lease expired; taken over by a newer fencing token'
+WHERE tenant_id = $1 AND task_id = $2 AND outcome = 'running';
+
+-- name: effects_unfinished
+SELECT effect_key, status FROM effects
+WHERE tenant_id = $1 AND task_id = $2 AND status <> 'done';
+
+-- name: lease_renew
+-- Renewal is fenced: only the current token extends the lease.
+UPDATE tasks SET lease_expires_at = $4 + make_interval(secs => $5)
+WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+RETURNING cancel_requested_at;
+
+-- name: run_insert
+INSERT INTO runs (tenant_id, task_id, attempt, lease_token, worker, started_at, outcome)
+VALUES ($1, $2, $3, $4, $5, $6, 'running')
+RETURNING run_id;
+
+-- name: run_finish
+UPDATE runs SET outcome = $3, finished_at = $4, error = $5, usage = $6
+WHERE tenant_id = $1 AND run_id = $2 AND outcome = 'running';
+
+-- name: task_finish
+-- Fenced: a stale token finishes nothing.
+UPDATE tasks
+SET status = $4, status_reason = $5, finished_at = $6, lease_owner = NULL,
+    lease_expires_at = NULL
+WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+RETURNING task_id;
+
+-- name: task_retry
+-- Fenced: back to pending for a new attempt at not_before = $4 (the backoff).
+UPDATE tasks
+SET status = 'pending', status_reason = $5, not_before = $4, lease_owner = NULL,
+    lease_expires_at = NULL
+WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+RETURNING task_id;
+
+-- name: tasks_release_held
+-- queue_one: the task held behind a finished one may now be claimed.
+UPDATE tasks SET status = 'pending', status_reason = 'the previous task ended'
+WHERE tenant_id = $1 AND held_behind = $2 AND status = 'held';
+
+-- name: report_insert
+INSERT INTO reports (tenant_id, task_id, run_id, content_md, importance, content_sha256,
+                     output_ref, verified, verification, finished_at, committed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
+
+-- name: deliveries_insert
+INSERT INTO deliveries (tenant_id, delivery_id, task_id, channel, destination, status,
+                        next_attempt_at, created_at)
+SELECT $1, i.delivery_id, $2, i.channel, i.destination, 'pending', $3, $3
+FROM unnest($4::uuid[], $5::text[], $6::text[]) AS i (delivery_id, channel, destination)
+ON CONFLICT DO NOTHING;
+
+-- name: reports_previous
+SELECT t.slot, r.content_sha256, r.committed_at
+FROM reports r
+JOIN tasks t ON t.tenant_id = r.tenant_id AND t.task_id = r.task_id
+WHERE t.tenant_id = $1 AND t.definition_id = $2 AND t.binding_id = $3 AND r.verified
+ORDER BY r.committed_at DESC
+LIMIT $4;
+
+-- name: revision_spec
+SELECT spec, spec_hash FROM definition_revisions
+WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3;
+
+-- name: effect_lock_task
+SELECT task_id FROM tasks
+WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+FOR UPDATE;
+
+-- name: effect_start
+INSERT INTO effects (tenant_id, effect_key, task_id, lease_token, status, recorded_at)
+VALUES ($1, $2, $3, $4, 'started', $5)
+ON CONFLICT DO NOTHING
+RETURNING effect_key;
+
+-- name: effect_get
+SELECT status, result FROM effects WHERE tenant_id = $1 AND effect_key = $2;
+
+-- name: effect_finish
+UPDATE effects SET status = $4, result = $5, finished_at = $6
+WHERE tenant_id = $1 AND effect_key = $2 AND lease_token = $3 AND status = 'started';
+
+-- name: report_get
+SELECT * FROM reports WHERE tenant_id = $1 AND task_id = $2;
+
+-- ---------------------------------------------------------------- outbox
+
+-- name: deliveries_claim
+-- Several dispatchers never hold one row at once: SKIP LOCKED plus a lease.
+WITH c AS (
+    SELECT tenant_id, delivery_id FROM deliveries
+    WHERE (status IN ('pending', 'retrying') AND next_attempt_at <= $1)
+       OR (status = 'delivering' AND lease_expires_at < $1)
+    ORDER BY next_attempt_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE deliveries d
+SET status = 'delivering', attempts = d.attempts + 1, lease_owner = $3,
+    lease_expires_at = $1 + make_interval(secs => $4)
+FROM c
+WHERE d.tenant_id = c.tenant_id AND d.delivery_id = c.delivery_id
+RETURNING d.tenant_id, d.delivery_id, d.task_id, d.channel, d.destination, d.attempts;
+
+-- name: delivery_payloads
+SELECT t.tenant_id, t.task_id, t.definition_id, t.binding_id, t.slot, t.kind, t.owner_user_id,
+       t.scheduled_for, r.importance, r.content_sha256, r.output_ref, r.committed_at,
+       split_part(r.content_md, E'\n', 1) AS headline
+FROM tasks t
+JOIN reports r ON r.tenant_id = t.tenant_id AND r.task_id = t.task_id
+JOIN unnest($1::text[], $2::bigint[]) AS k (tenant_id, task_id)
+  ON t.tenant_id = k.tenant_id AND t.task_id = k.task_id;
+
+-- name: delivery_delivered
+UPDATE deliveries
+SET status = 'delivered', delivered_at = $4, response = $5, last_error = NULL,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = $1 AND delivery_id = $2 AND lease_owner = $3 AND status = 'delivering';
+
+-- name: delivery_failed
+UPDATE deliveries
+SET status = CASE WHEN $5::timestamptz IS NULL THEN 'dead' ELSE 'retrying' END,
+    next_attempt_at = coalesce($5, next_attempt_at), last_error = $4,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = $1 AND delivery_id = $2 AND lease_owner = $3 AND status = 'delivering';
+
+-- name: definitions_lock_batch_wait
+SELECT d.tenant_id, d.definition_id, d.fence, d.cursor_at, d.status, d.effective_revision
+FROM definitions d
+JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, definition_id)
+  ON d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
+FOR UPDATE OF d;
+
+-- name: task_review_get
+SELECT task_id FROM tasks
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
+  AND status = 'review_required'
+FOR UPDATE;
+
+-- name: task_review_decide
+UPDATE tasks
+SET status = $3, status_reason = $4, late = true, not_before = $5, finished_at = CASE
+        WHEN $3 = 'expired' THEN $5 ELSE NULL END,
+    lease_token = NULL
+WHERE tenant_id = $1 AND task_id = $2 AND status = 'review_required';
+
+-- name: occurrence_review_decide
+UPDATE occurrences
+SET decision = $5, reason = $6, late = $7, decided_at = $8, decided_by = $9
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
+  AND kind = 'scheduled' AND decision = 'review_required';
+
+-- ---------------------------------------------------------------- supervisors
+
+-- name: supervisor_upsert
+INSERT INTO supervisors (supervisor_id, hostname, pid, started_at, heartbeat_at, status,
+                         clock_offset_ms, detail)
+VALUES ($1, $2, $3, $4, $4, $5, $6, $7)
+ON CONFLICT (supervisor_id) DO UPDATE
+SET heartbeat_at = EXCLUDED.heartbeat_at, status = EXCLUDED.status,
+    clock_offset_ms = EXCLUDED.clock_offset_ms, detail = EXCLUDED.detail;
+
+-- name: supervisor_set_status
+UPDATE supervisors SET status = $2, detail = $3 WHERE supervisor_id = $1;
+
+-- name: supervisors_list
+SELECT supervisor_id, hostname, pid, started_at, heartbeat_at, status, clock_offset_ms, detail
+FROM supervisors ORDER BY heartbeat_at DESC;
