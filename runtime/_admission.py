@@ -112,8 +112,9 @@ async def admit(db: Database, plans: Sequence[Plan], now: datetime, actor: str, 
     try:
         async with db.transaction() as tx:
             writes = await _apply(tx, plans, now, actor, report, wait)
-    except CommitOutcomeUnknown:
-        log.warning("COMMIT acknowledgement lost for a tick batch; reading the outcome back")
+    except CommitOutcomeUnknown as lost:
+        log.warning("COMMIT acknowledgement lost for a tick batch; settling, then reading back")
+        await db.settle(lost)
         return await _recover(db, writes, report)
     return report
 

@@ -80,6 +80,7 @@ class FakeClock:
         self._wall = start.astimezone(UTC)
         self._mono = 0.0
         self._sleepers: list[_Sleeper] = []
+        self._changed = anyio.Event()
 
     def now(self) -> datetime:
         """The fake wall-clock time."""
@@ -98,6 +99,8 @@ class FakeClock:
             return
         sleeper = _Sleeper(self._mono + seconds, anyio.Event())
         self._sleepers.append(sleeper)
+        self._changed.set()
+        self._changed = anyio.Event()
         try:
             await sleeper.event.wait()
         finally:
@@ -125,6 +128,12 @@ class FakeClock:
     def step_wall(self, delta: timedelta) -> None:
         """Step only the wall clock by ``delta`` (may be negative), as NTP would."""
         self._wall += delta
+
+    async def wait_for_sleepers(self, count: int) -> None:
+        """Wait until at least ``count`` tasks are sleeping on this clock (for tests
+        that must let every task park before moving time)."""
+        while len(self._sleepers) < count:
+            await self._changed.wait()
 
     @property
     def sleepers(self) -> int:

@@ -117,9 +117,16 @@ def migrations() -> list[Migration]:
     return sorted(found, key=lambda m: m.version)
 
 
+_BACKENDS: dict[int, datetime] = {}
+"""Server pid -> backend_start of this process's connections (to settle a lost COMMIT)."""
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    row = await conn.fetchrow(QUERIES["backend_identity"])
+    if row is not None:
+        _BACKENDS[row["pid"]] = row["backend_start"]
 
 
 class Database:
@@ -205,6 +212,26 @@ class Database:
         async with self.connection() as conn:
             return await conn.execute(name, *args)
 
+    async def settle(self, lost: CommitOutcomeUnknown, timeout_ms: int = 5000) -> None:
+        """Make a lost COMMIT's outcome final before anyone reads it back.
+
+        The old session may still be inside its transaction (its COMMIT not yet
+        arrived, or arriving late); a read-back now could see "not committed" and be
+        contradicted a moment later. Ending that session (``pg_terminate_backend`` with
+        a wait) fixes the outcome: committed if COMMIT was processed, else rolled back.
+
+        Raises:
+            DatabaseUnavailable: the old session could not be confirmed gone.
+        """
+        if lost.backend_pid is None or lost.backend_start is None:
+            raise DatabaseUnavailable("cannot settle a lost COMMIT: unknown server session")
+        for _ in range(3):
+            await self.fetch("backend_terminate", lost.backend_pid, lost.backend_start, timeout_ms)
+            if not await self.fetchval("backend_alive", lost.backend_pid, lost.backend_start):
+                return
+        raise DatabaseUnavailable(
+            f"the session {lost.backend_pid} that lost its COMMIT acknowledgement is still alive")
+
     async def server_now(self) -> datetime:
         """PostgreSQL's ``clock_timestamp()``, for the clock-skew measurement."""
         return await self.fetchval("server_clock")
@@ -233,10 +260,12 @@ class Connection:
                 with translated("rollback"):
                     await tx.rollback()
             raise
+        pid = self.raw.get_server_pid()
         try:
             await tx.commit()
         except _TRANSIENT as exc:
-            raise CommitOutcomeUnknown(f"commit: {type(exc).__name__}: {exc}") from exc
+            raise CommitOutcomeUnknown(f"commit: {type(exc).__name__}: {exc}", pid,
+                                       _BACKENDS.get(pid)) from exc
         except asyncpg.PostgresError as exc:
             raise StoreError(f"commit: {exc}") from exc
 

@@ -50,8 +50,19 @@ class DatabaseUnavailable(WatchkeeperError):
 
 class CommitOutcomeUnknown(DatabaseUnavailable):
     """The connection dropped while COMMIT was in flight: the transaction may or may
-    not have committed. Recover by reading the receipt by its key; never retry under
-    a new identity."""
+    not have committed. Recover by settling the old session (:meth:`Database.settle`)
+    and then reading the receipt by its key; never retry under a new identity.
+
+    Attributes:
+        backend_pid, backend_start: the server session that held the transaction
+            (``None`` if unknown), so it can be ended before the read-back.
+    """
+
+    def __init__(self, message: str, backend_pid: int | None = None,
+                 backend_start: object = None) -> None:
+        super().__init__(message)
+        self.backend_pid = backend_pid
+        self.backend_start = backend_start
 
 
 class StaleLease(WatchkeeperError):

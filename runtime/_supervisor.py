@@ -43,9 +43,15 @@ from ._registry import Registry, register
 from ._scheduler import execute_run, tick
 from ._worker import Worker
 
-__all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics"]
+__all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
+           "default_channels"]
 
 log = logging.getLogger("watchkeeper.supervisor")
+
+
+def default_channels(home: Path) -> dict[str, Channel]:
+    """The built-in channels: ``log``, and ``file`` with relative paths under ``home``."""
+    return {"log": LogChannel(), "file": FileChannel(home)}
 
 
 class LoopDied(WatchkeeperError):
@@ -110,8 +116,7 @@ class Supervisor:
         self.db, self.clock, self.config = db, clock, config
         self.registry = registry or Registry()
         self.agents = agents or AgentCatalog()
-        self.channels: dict[str, Channel] = channels or {
-            "log": LogChannel(), "file": FileChannel(config.home)}
+        self.channels: dict[str, Channel] = channels or default_channels(config.home)
         self._ticks = self._admitted = self._deliveries = 0
         self._outcomes: Counter[str] = Counter()
         self._dead: set[str] = set()

@@ -140,8 +140,9 @@ class Worker:
             keys = ", ".join(r["effect_key"] for r in unfinished)
             return "unknown", (f"an earlier attempt started external effect(s) {keys} and never "
                                "recorded the outcome; reconcile by that idempotency key")
-        if task["attempts"] == 1 and not task["late"] and now > task["expires_at"]:
-            late = (now - task["expires_at"]).total_seconds()
+        claimed_at = task["started_at"]  # the first claim is the dispatch instant
+        if task["attempts"] == 1 and not task["late"] and claimed_at > task["expires_at"]:
+            late = (claimed_at - task["expires_at"]).total_seconds()
             if task["late_policy"] == "skip_expired":
                 return "expired", f"dispatched {late:.0f} s after expires_at (skip_expired)"
             if task["late_policy"] == "review_late":
@@ -279,18 +280,29 @@ class Worker:
         status = "completed" if verification.ok else "failed_verification"
         now = self.clock.now()
         try:
-            await self._write_receipt(task, run_id, result, verification, status, now)
-        except CommitOutcomeUnknown:
-            if await self.db.fetchrow("report_get", task["tenant_id"], task["task_id"]) is None:
-                await self._write_receipt(task, run_id, result, verification, status, now)
+            await self._durable_receipt(task, run_id, result, verification, status, now)
         except StaleLease:
-            await self._close_run(task, run_id, "rejected_stale",
-                                  "report commit rejected: the lease token is no longer current",
-                                  result.usage)
+            with anyio.CancelScope(shield=True):
+                await self.db.execute(
+                    "run_reject_stale", task["tenant_id"], run_id, self.clock.now(),
+                    "report commit rejected: the lease token is no longer current",
+                    result.usage.to_json())
             log.warning("task %s: stale worker %s's report commit rejected", task["task_id"],
                         self.worker_id)
             return self._outcome(task, "stale", "report commit rejected (stale token)")
         return self._outcome(task, status, verification.detail)
+
+    async def _durable_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
+                               verification: Any, status: str, now: datetime) -> None:
+        """Write the receipt; after a lost COMMIT acknowledgement, settle the old session,
+        read the receipt back by its key, and write it again (same task, same token) only
+        if it is not there."""
+        try:
+            await self._write_receipt(task, run_id, result, verification, status, now)
+        except CommitOutcomeUnknown as lost:
+            await self.db.settle(lost)
+            if await self.db.fetchrow("report_get", task["tenant_id"], task["task_id"]) is None:
+                await self._write_receipt(task, run_id, result, verification, status, now)
 
     async def _write_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
                              verification: Any, status: str, now: datetime) -> None:

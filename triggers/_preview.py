@@ -73,8 +73,15 @@ def _offset_note(previous: datetime, slot: Slot) -> str | None:
     direction = "earlier" if shift > timedelta(0) else "later"
     return (
         f"UTC offset changed from {_fmt(before)} to {_fmt(now)} since the previous "
-        f"occurrence: the same local time is {_fmt(abs(shift))[1:]} h {direction} in UTC."
+        f"occurrence: the same local time is {_span(abs(shift))} {direction} in UTC."
     )
+
+
+def _span(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds()) // 60
+    hours, minutes = divmod(minutes, 60)
+    parts = ([f"{hours} h"] if hours else []) + ([f"{minutes} min"] if minutes else [])
+    return " ".join(parts) or "0 min"
 
 
 def _fmt(offset: timedelta) -> str:

@@ -503,3 +503,74 @@ UPDATE supervisors SET status = $2, detail = $3 WHERE supervisor_id = $1;
 -- name: supervisors_list
 SELECT supervisor_id, hostname, pid, started_at, heartbeat_at, status, clock_offset_ms, detail
 FROM supervisors ORDER BY heartbeat_at DESC;
+
+-- ---------------------------------------------------------------- history
+
+-- name: history_page
+-- One entry per occurrence with its task, runs, report and deliveries (the six facts),
+-- newest first, keyset-paginated on (scheduled_for, tenant_id, binding_id, slot, kind).
+SELECT o.tenant_id, o.definition_tenant_id, o.definition_id, o.binding_id, o.slot, o.kind,
+       o.revision, o.scheduled_for, o.not_before, o.expires_at, o.zone, o.local_wall, o.fold,
+       o.tzdata_version, o.decision, o.reason, o.late, o.lateness_seconds, o.decided_at,
+       o.decided_by, o.run_status, o.run_error,
+       coalesce(t.owner_user_id, d.owner_user_id) AS owner_user_id,
+       t.task_id, t.status AS task_status, t.status_reason, t.attempts, t.started_at,
+       t.finished_at, t.idempotency_key,
+       r.content_sha256, r.verified, r.verification, r.committed_at, r.output_ref, r.importance,
+       (SELECT json_agg(json_build_object(
+                 'attempt', u.attempt, 'outcome', u.outcome, 'worker', u.worker,
+                 'lease_token', u.lease_token, 'started_at', u.started_at,
+                 'finished_at', u.finished_at, 'error', u.error) ORDER BY u.run_id)
+          FROM runs u WHERE u.tenant_id = t.tenant_id AND u.task_id = t.task_id) AS runs,
+       (SELECT json_agg(json_build_object(
+                 'delivery_id', x.delivery_id, 'channel', x.channel,
+                 'destination', x.destination, 'status', x.status, 'attempts', x.attempts,
+                 'delivered_at', x.delivered_at, 'last_error', x.last_error)
+                 ORDER BY x.channel, x.destination)
+          FROM deliveries x WHERE x.tenant_id = t.tenant_id AND x.task_id = t.task_id)
+         AS deliveries
+FROM occurrences o
+JOIN definitions d
+  ON d.tenant_id = o.definition_tenant_id AND d.definition_id = o.definition_id
+LEFT JOIN tasks t
+  ON t.tenant_id = o.tenant_id AND t.definition_id = o.definition_id
+ AND t.binding_id = o.binding_id AND t.slot = o.slot AND t.kind = o.kind
+LEFT JOIN reports r ON r.tenant_id = t.tenant_id AND r.task_id = t.task_id
+WHERE ($1::text IS NULL OR o.tenant_id = $1 OR o.definition_tenant_id = $1)
+  AND ($2::text IS NULL OR o.definition_id = $2)
+  AND ($3::text IS NULL OR coalesce(t.owner_user_id, d.owner_user_id) = $3)
+  AND ($4::text IS NULL OR o.decision = $4 OR t.status = $4)
+  AND ($5::timestamptz IS NULL OR o.scheduled_for >= $5)
+  AND ($6::timestamptz IS NULL OR o.scheduled_for < $6)
+  AND ($7::timestamptz IS NULL
+       OR (o.scheduled_for, o.tenant_id, o.binding_id, o.slot, o.kind)
+          < ($7, $8::text, $9::text, $10::text, $11::text))
+ORDER BY o.scheduled_for DESC, o.tenant_id DESC, o.binding_id DESC, o.slot DESC, o.kind DESC
+LIMIT $12;
+
+-- name: events_page
+SELECT tenant_id, definition_id, binding_id, revision, kind, first_slot, last_slot, first_at,
+       last_at, count, reason, recorded_at, recorded_by
+FROM schedule_events
+WHERE ($1::text IS NULL OR tenant_id = $1)
+  AND ($2::text IS NULL OR definition_id = $2)
+  AND ($3::timestamptz IS NULL OR recorded_at >= $3)
+  AND ($4::timestamptz IS NULL OR recorded_at < $4)
+ORDER BY recorded_at DESC, event_id DESC
+LIMIT $5;
+
+-- name: run_reject_stale
+-- A stale worker's late commit changed nothing; its own run row says so.
+UPDATE runs SET outcome = 'rejected_stale', finished_at = $3, error = $4, usage = $5
+WHERE tenant_id = $1 AND run_id = $2 AND outcome IN ('running', 'lease_lost');
+
+-- name: backend_identity
+SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+
+-- name: backend_terminate
+-- Waits up to $3 ms for the session to exit (PostgreSQL >= 14).
+SELECT pg_terminate_backend(pid, $3::bigint)
+FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2;
+
+-- name: backend_alive
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2);

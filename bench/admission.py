@@ -1,0 +1,879 @@
+"""Admission throughput of a tick, and what idle definitions cost a tick.
+
+Why: DESIGN "Admission" asks for short, set-based PostgreSQL transactions, and
+DESIGN "Calendar triggers" promises that a tick's cost grows with due work, not
+with the number of definitions. This script puts numbers on both, all measured in
+ONE run against ONE server (these machines are noisy: never compare across runs).
+
+What is measured, for N confirmed user definitions all due at the same minute:
+
+1. Admission. The tick clock is set to the first slot's instant + 1 s and one tick
+   is run by 1 supervisor, then, on an identical copy of the database, by 2
+   supervisors at once. A supervisor is one OS process (so two use both cores)
+   calling ``runtime._scheduler.tick`` with its own ``Database.open`` pool; each
+   opens its pool first and then waits on a shared "go". Reported: wall time from
+   "go" until the last tick returns (= from due until every task is admitted),
+   admissions per second, CPU seconds of the supervisor processes and of the
+   PostgreSQL server over the same span, and plans lost to the other replica.
+2. Raw rate. The same number of rows, inserted into a scratch table with the
+   columns and primary key of ``occurrences`` by a batched
+   ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`` of 1000 rows per
+   statement (one autocommit transaction each) on one connection, the rows built
+   beforehand. The target is admission-rate / raw-rate >= 50%.
+3. Split. The same loop as ``tick`` (read_due -> plan_tick -> admit, then the
+   stale-run sweep) run in this process on another identical copy, with a timer
+   around each phase, each SQL statement (by query name, driver encode/decode
+   included) and each BEGIN/COMMIT: where the time goes, Python vs SQL.
+4. Idle overhead. A tick with nothing due and a tick with 1k due definitions, on a
+   database without and one with 100k extra idle definitions (next due a week
+   ahead). Ticks alternate between the two databases; the due tick is repeated on
+   successive days (yesterday's tasks are marked completed in between, outside the
+   timer, so the overrun policy does not turn them into skips) and day 0 is a
+   warm-up. Target: the idle definitions add < 10% to a tick's time.
+
+Seeding: one user and one definition per spec go through the public path
+(``add_user``, ``propose``, ``confirm`` under a ``FakeClock``); set-based SQL then
+clones them N-1 times so that every clone is what propose/confirm would have
+written (same spec, spec_hash, status, fence, cursor_at, next_due_at, effective
+revision, confirmation audit), only the ids differ. A check prints that.
+
+Usage::
+
+    .venv/bin/python bench/admission.py [--sizes 1000,10000,100000] [--dsn DSN]
+
+The DSN defaults to ``DATABASE_URL``; without either, an embedded PostgreSQL is
+started in a temporary home. Every database created is ``bench_<uuid>...`` and is
+dropped ``WITH (FORCE)`` at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import asyncpg.transaction
+import psutil
+
+from runtime import _db
+from runtime._admission import TickReport, admit
+from runtime._clock import FakeClock
+from runtime._db import Database
+from runtime._definitions import UserPrincipal, add_user, confirm, propose
+from runtime._embedded import embedded_postgres
+from runtime._registry import Registry
+from runtime._scheduler import reconcile_stale_runs, tick
+from runtime._tick import FIRST_KEY, plan_tick, read_due
+from triggers import Slot, parse_spec, tzdata_version
+
+TENANT = "bench"
+CONFIRMED_AT = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
+"""When the template definitions are confirmed: 08:00 in Paris, a Monday."""
+DUE_SPEC = {"version": 1, "trigger": {"type": "cron", "expr": "0 9 * * *", "zone": "Europe/Paris"}}
+"""Daily at 09:00 Paris: first slot 2026-11-30T08:00Z, one hour after confirmation."""
+IDLE_SPEC = {"version": 1,
+             "trigger": {"type": "cron", "expr": "0 9 7 12 *", "zone": "Europe/Paris"}}
+"""First slot 2026-12-07T08:00Z: exactly a week after the due one."""
+RAW_BATCH = 1000
+
+# ---------------------------------------------------------------- seeding SQL
+# $1 tenant, $2 template id (user id = definition id), $3 id prefix, $4..$5 clone numbers.
+
+_CLONE_ID = "$3::text || lpad(g::text, 7, '0')"
+CLONE_SQL = (
+    f"""
+    INSERT INTO users (tenant_id, user_id, display_name, zone, token_sha256, created_at)
+    SELECT u.tenant_id, {_CLONE_ID}, u.display_name, u.zone,
+           sha256(convert_to(gen_random_uuid()::text, 'UTF8')), u.created_at
+    FROM users u, generate_series($4::int, $5::int) AS g
+    WHERE u.tenant_id = $1 AND u.user_id = $2
+    """,
+    f"""
+    INSERT INTO definitions (tenant_id, definition_id, origin, owner_user_id, status, fence,
+                             latest_revision, effective_revision, effective_since, cursor_at,
+                             slots_seen, next_due_at, paused_at, created_at, updated_at)
+    SELECT d.tenant_id, {_CLONE_ID}, d.origin, {_CLONE_ID}, d.status, d.fence,
+           d.latest_revision, d.effective_revision, d.effective_since, d.cursor_at,
+           d.slots_seen, d.next_due_at, d.paused_at, d.created_at, d.updated_at
+    FROM definitions d, generate_series($4::int, $5::int) AS g
+    WHERE d.tenant_id = $1 AND d.definition_id = $2
+    """,
+    f"""
+    INSERT INTO definition_revisions (tenant_id, definition_id, revision, spec, spec_hash,
+                                      registration, status, based_on, proposed_by, proposed_at,
+                                      confirmed_by, confirmed_at)
+    SELECT r.tenant_id, {_CLONE_ID}, r.revision, r.spec, r.spec_hash,
+           r.registration, r.status, r.based_on, r.proposed_by, r.proposed_at,
+           'user:' || r.tenant_id || '/' || {_CLONE_ID}, r.confirmed_at
+    FROM definition_revisions r, generate_series($4::int, $5::int) AS g
+    WHERE r.tenant_id = $1 AND r.definition_id = $2
+    """,
+)
+
+SEED_CHECK_SQL = """
+SELECT count(*) AS clones,
+       count(*) FILTER (WHERE
+           (d.origin, d.status, d.fence, d.latest_revision, d.effective_revision,
+            d.effective_since, d.cursor_at, d.slots_seen, d.next_due_at, d.paused_at,
+            d.created_at, d.updated_at)
+           IS DISTINCT FROM
+           (t.origin, t.status, t.fence, t.latest_revision, t.effective_revision,
+            t.effective_since, t.cursor_at, t.slots_seen, t.next_due_at, t.paused_at,
+            t.created_at, t.updated_at)
+        OR (r.revision, r.spec, r.spec_hash, r.registration, r.status, r.based_on,
+            r.proposed_by, r.proposed_at, r.confirmed_at)
+           IS DISTINCT FROM
+           (tr.revision, tr.spec, tr.spec_hash, tr.registration, tr.status, tr.based_on,
+            tr.proposed_by, tr.proposed_at, tr.confirmed_at)
+        OR d.owner_user_id <> d.definition_id
+        OR r.confirmed_by <> 'user:' || d.tenant_id || '/' || d.owner_user_id
+       ) AS differing
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+JOIN users u ON u.tenant_id = d.tenant_id AND u.user_id = d.owner_user_id
+CROSS JOIN definitions t
+JOIN definition_revisions tr
+  ON tr.tenant_id = t.tenant_id AND tr.definition_id = t.definition_id
+WHERE t.tenant_id = $1 AND t.definition_id = $2
+  AND d.tenant_id = $1 AND d.definition_id LIKE $3::text || '%'
+"""
+
+ADMITTED_CHECK_SQL = """
+SELECT (SELECT count(*) FROM tasks) AS tasks,
+       (SELECT count(DISTINCT (tenant_id, idempotency_key)) FROM tasks) AS keys,
+       (SELECT count(*) FROM occurrences) AS occurrences,
+       (SELECT count(*) FROM occurrences WHERE decision = 'admitted') AS admitted,
+       (SELECT count(*) FROM definitions WHERE status = 'active' AND next_due_at <= $1)
+           AS still_due
+"""
+
+RAW_TABLE_SQL = """
+CREATE TABLE bench_raw_occurrences (LIKE occurrences INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+ALTER TABLE bench_raw_occurrences
+    ADD PRIMARY KEY (tenant_id, definition_id, binding_id, slot, kind);
+"""
+
+RAW_INSERT_SQL = """
+INSERT INTO bench_raw_occurrences (
+    tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id, revision,
+    scheduled_for, not_before, expires_at, zone, local_wall, fold, decision, reason, late,
+    lateness_seconds, run_status, run_deadline_at, tzdata_version, decided_at, decided_by)
+SELECT i.*, $20::text, $21::timestamptz, $22::text
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::integer[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[],
+            $12::timestamp[], $13::smallint[], $14::text[], $15::text[], $16::boolean[],
+            $17::double precision[], $18::text[], $19::timestamptz[]) AS i
+ON CONFLICT DO NOTHING
+"""
+
+COMPLETE_TASKS_SQL = """
+UPDATE tasks SET status = 'completed', status_reason = 'bench', finished_at = $1
+WHERE status IN ('pending', 'held')
+"""
+
+
+# ---------------------------------------------------------------- databases
+
+
+def with_database(dsn: str, name: str) -> str:
+    """``dsn`` pointing at database ``name``."""
+    parts = urlsplit(dsn)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+def database_of(dsn: str) -> str:
+    """The database name of ``dsn``."""
+    return urlsplit(dsn).path.lstrip("/")
+
+
+async def run_sql(dsn: str, *statements: str, args: Sequence[Any] = ()) -> None:
+    """Execute statements on a fresh connection (outside any timer)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        for statement in statements:
+            await conn.execute(statement, *args)
+    finally:
+        await conn.close()
+
+
+async def fetch_one(dsn: str, query: str, *args: Any) -> asyncpg.Record:
+    """The first row of ``query`` on a fresh connection."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow(query, *args)
+    finally:
+        await conn.close()
+    assert row is not None
+    return row
+
+
+class Databases:
+    """Creates ``bench_<uuid>`` databases on one server and drops them WITH (FORCE)."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.stem = f"bench_{uuid.uuid4().hex[:12]}"
+        self.live: list[str] = []
+
+    async def create(self, label: str, template: str | None = None) -> str:
+        """A new database (a copy of ``template``'s database if given); its DSN.
+
+        A fresh one is migrated by ``Database.open``, as a supervisor would.
+        """
+        name = f"{self.stem}_{label}"
+        clause = f' TEMPLATE "{database_of(template)}"' if template else ""
+        await run_sql(self.server, f'CREATE DATABASE "{name}"{clause}')
+        self.live.append(name)
+        dsn = with_database(self.server, name)
+        if template is None:
+            async with Database.open(dsn):
+                pass  # migrations applied
+        return dsn
+
+    async def drop(self, dsn: str) -> None:
+        """Drop one database created here."""
+        name = database_of(dsn)
+        await run_sql(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.live.remove(name)
+
+    async def drop_all(self) -> None:
+        """Drop every database still alive."""
+        for name in list(self.live):
+            await self.drop(with_database(self.server, name))
+
+
+def ident(prefix: str, number: int) -> str:
+    """The user id and definition id of clone ``number`` (same as CLONE_SQL)."""
+    return f"{prefix}{number:07d}"
+
+
+async def seed(dsn: str, spec_data: dict[str, Any], prefix: str, count: int) -> datetime:
+    """One user + definition through the public path, cloned to ``count``; the due instant."""
+    clock = FakeClock(CONFIRMED_AT)
+    spec = parse_spec(spec_data)
+    first = ident(prefix, 1)
+    async with Database.open(dsn, migrate=False) as db:
+        await add_user(db, clock, TENANT, first, zone="Europe/Paris")
+        proposal = await propose(db, clock, tenant_id=TENANT, definition_id=first,
+                                 owner_user_id=first, spec=spec, proposed_by="agent:bench")
+        done = await confirm(db, clock, UserPrincipal(TENANT, first), definition_id=first,
+                             revision=proposal.revision, spec_hash=proposal.spec_hash)
+        if count > 1:
+            async with db.transaction() as tx:
+                for statement in CLONE_SQL:
+                    await tx.raw.execute(statement, TENANT, first, prefix, 2, count)
+    assert done.next_due_at is not None
+    return done.next_due_at
+
+
+async def check_seed(dsn: str, prefix: str, count: int) -> str:
+    """'ok' when every clone equals the template but for its ids."""
+    row = await fetch_one(dsn, SEED_CHECK_SQL, TENANT, ident(prefix, 1), prefix)
+    ok = row["clones"] == count and row["differing"] == 0
+    return f"{'ok' if ok else 'FAILED'} ({row['clones']} rows, {row['differing']} differ)"
+
+
+async def check_admitted(dsn: str, expected: int, now: datetime) -> tuple[bool, str]:
+    """Exactly ``expected`` tasks, admitted occurrences and distinct keys; nothing still due."""
+    row = await fetch_one(dsn, ADMITTED_CHECK_SQL, now)
+    ok = (row["tasks"] == row["keys"] == row["occurrences"] == row["admitted"] == expected
+          and row["still_due"] == 0)
+    text = (f"tasks={row['tasks']} distinct_keys={row['keys']} "
+            f"occurrences={row['occurrences']} admitted={row['admitted']} "
+            f"still_due={row['still_due']}")
+    return ok, text
+
+
+# ---------------------------------------------------------------- server CPU
+
+
+class ServerCpu:
+    """CPU seconds used by the local PostgreSQL server (postmaster and its children,
+    reaped ones included); ``None`` when the server is not a visible local process."""
+
+    def __init__(self, postmaster: psutil.Process | None) -> None:
+        self.postmaster = postmaster
+
+    @classmethod
+    async def of(cls, dsn: str) -> ServerCpu:
+        """Find the postmaster as the parent of a backend of ``dsn``."""
+        conn = await asyncpg.connect(dsn)
+        try:  # look while the backend is alive
+            backend = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+            return cls(backend.parent() if "postgres" in backend.name() else None)
+        except psutil.Error:
+            return cls(None)
+        finally:
+            await conn.close()
+
+    def sample(self) -> float | None:
+        """Cumulative CPU seconds now."""
+        if self.postmaster is None:
+            return None
+        try:
+            own = self.postmaster.cpu_times()
+            total = own.user + own.system + own.children_user + own.children_system
+            for child in self.postmaster.children():
+                try:
+                    times = child.cpu_times()
+                    total += times.user + times.system
+                except psutil.NoSuchProcess:
+                    continue
+            return total
+        except psutil.Error:
+            return None
+
+
+def spent(before: float | None, after: float | None) -> float | None:
+    """``after - before`` when both are known."""
+    return None if before is None or after is None else after - before
+
+
+# ---------------------------------------------------------------- 1. supervisors
+
+
+@dataclass
+class SupervisorRun:
+    """One timed tick by one or more supervisor processes."""
+
+    supervisors: int
+    wall: float
+    per_process: list[dict[str, Any]]
+    server_cpu: float | None
+    check_ok: bool = False
+    check: str = ""
+
+    @property
+    def admitted(self) -> int:
+        """Admissions reported by the ticks."""
+        return sum(p["admitted"] for p in self.per_process)
+
+    @property
+    def lost_race(self) -> int:
+        """Plans a supervisor computed but another one applied or held."""
+        return sum(p["lost_race"] for p in self.per_process)
+
+    @property
+    def supervisor_cpu(self) -> float:
+        """CPU seconds of the supervisor processes during their ticks."""
+        return sum(p["cpu"] for p in self.per_process)
+
+
+def supervisor_main(dsn: str, now: str, actor: str, batch_size: int, ready: Any, go: Any,
+                    release: Any, results: Any) -> None:
+    """Entry point of a supervisor process (spawned)."""
+    asyncio.run(_supervise(dsn, datetime.fromisoformat(now), actor, batch_size, ready, go,
+                           release, results))
+
+
+async def _supervise(dsn: str, now: datetime, actor: str, batch_size: int, ready: Any, go: Any,
+                     release: Any, results: Any) -> None:
+    async with Database.open(dsn, migrate=False) as db:
+        await db.fetchval("server_clock")  # the pool's connection is up
+        ready.set()
+        await asyncio.to_thread(go.wait)
+        cpu0, start = time.process_time(), time.monotonic()
+        report = await tick(db, FakeClock(now), None, actor=actor, batch_size=batch_size)
+        end, cpu1 = time.monotonic(), time.process_time()
+        results.put({"actor": actor, "start": start, "end": end, "cpu": cpu1 - cpu0,
+                     "admitted": report.admitted, "planned": report.planned,
+                     "lost_race": report.lost_race, "fenced_out": report.fenced_out,
+                     "decisions": dict(report.decisions)})
+        await asyncio.to_thread(release.wait)  # keep the backends alive for the CPU sample
+
+
+def run_supervisors(dsn: str, now: datetime, count: int, batch_size: int,
+                    cpu: ServerCpu) -> SupervisorRun:
+    """Start ``count`` supervisor processes, let them tick at once, collect the figures."""
+    ctx = mp.get_context("spawn")
+    ready = [ctx.Event() for _ in range(count)]
+    go, release, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=supervisor_main,
+                         args=(dsn, now.isoformat(), f"bench-supervisor-{i}", batch_size,
+                               ready[i], go, release, results))
+             for i in range(count)]
+    for proc in procs:
+        proc.start()
+    try:
+        for event in ready:
+            if not event.wait(timeout=300):
+                raise RuntimeError("a supervisor process did not become ready")
+        cpu_before = cpu.sample()
+        started = time.monotonic()
+        go.set()
+        per_process = [results.get(timeout=3600) for _ in procs]
+        cpu_after = cpu.sample()
+    finally:
+        release.set()
+        for proc in procs:
+            proc.join(timeout=120)
+    wall = max(p["end"] for p in per_process) - started
+    return SupervisorRun(count, wall, per_process, spent(cpu_before, cpu_after))
+
+
+# ---------------------------------------------------------------- 2. raw insert
+
+
+def raw_batches(slot: Slot, now: datetime, count: int) -> list[list[list[Any]]]:
+    """Occurrence rows as admission would build them, in 1000-row column batches."""
+    grace = timedelta(minutes=10)
+    lateness = (now - slot.scheduled_for).total_seconds()
+    batches = []
+    for start in range(1, count + 1, RAW_BATCH):
+        cols: list[list[Any]] = [[] for _ in range(19)]
+        for number in range(start, min(start + RAW_BATCH, count + 1)):
+            row = (TENANT, ident("due", number), "owner", slot.key, "scheduled", TENANT, 1,
+                   slot.scheduled_for, slot.scheduled_for, slot.scheduled_for + grace, slot.zone,
+                   slot.wall, slot.fold, "admitted", "due within grace", False, lateness,
+                   None, None)
+            for col, value in zip(cols, row, strict=True):
+                col.append(value)
+        batches.append(cols)
+    return batches
+
+
+async def raw_rate(dsn: str, slot: Slot, now: datetime, count: int) -> tuple[float, str]:
+    """Seconds to insert ``count`` rows in 1000-row unnest batches; and a check."""
+    batches = raw_batches(slot, now, count)
+    version = tzdata_version()
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(RAW_TABLE_SQL)
+        await conn.execute("CHECKPOINT")
+        start = time.perf_counter()
+        for cols in batches:
+            await conn.execute(RAW_INSERT_SQL, *cols, version, now, "bench-raw")
+        elapsed = time.perf_counter() - start
+        rows = await conn.fetchval("SELECT count(*) FROM bench_raw_occurrences")
+    finally:
+        await conn.close()
+    return elapsed, f"{'ok' if rows == count else 'FAILED'}: rows={rows}"
+
+
+# ---------------------------------------------------------------- 3. split
+
+
+@dataclass
+class Split:
+    """Where one in-process tick spent its time (seconds)."""
+
+    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    sql: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    process_cpu: float = 0.0
+    server_cpu: float | None = None
+    check_ok: bool = False
+    check: str = ""
+
+    @property
+    def total(self) -> float:
+        """Wall time of the whole tick."""
+        return sum(self.phases.values())
+
+    def sql_of(self, names: Sequence[str]) -> float:
+        """Time in the named statements."""
+        return sum(self.sql.get(n, 0.0) for n in names)
+
+
+READ_SQL = ("definitions_due", "specs_by_hash")
+SWEEP_SQL = ("occurrences_run_stale",)
+
+
+def _timed(original: Callable[..., Awaitable[Any]], split: Split) -> Callable[..., Awaitable[Any]]:
+    async def wrapper(self: Any, name: str, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await original(self, name, *args)
+        finally:
+            split.sql[name] += time.perf_counter() - start
+            split.calls[name] += 1
+    return wrapper
+
+
+def _timed_tx(original: Callable[..., Awaitable[Any]], label: str,
+              split: Split) -> Callable[..., Awaitable[Any]]:
+    async def wrapper(self: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await original(self)
+        finally:
+            split.sql[label] += time.perf_counter() - start
+            split.calls[label] += 1
+    return wrapper
+
+
+@contextmanager
+def statement_timers(split: Split) -> Iterator[None]:
+    """Time every named statement, BEGIN and COMMIT (this process only; restored after)."""
+    saved: list[tuple[Any, str, Any]] = []
+    for method in ("fetch", "fetchrow", "fetchval", "execute"):
+        saved.append((_db.Connection, method, getattr(_db.Connection, method)))
+        setattr(_db.Connection, method, _timed(getattr(_db.Connection, method), split))
+    tx_class = asyncpg.transaction.Transaction
+    for method, label in (("start", "BEGIN"), ("commit", "COMMIT")):
+        saved.append((tx_class, method, getattr(tx_class, method)))
+        setattr(tx_class, method, _timed_tx(getattr(tx_class, method), label, split))
+    try:
+        yield
+    finally:
+        for owner, method, original in saved:
+            setattr(owner, method, original)
+
+
+async def split_tick(dsn: str, now: datetime, batch_size: int, cpu: ServerCpu) -> Split:
+    """``tick``'s loop, phase by phase, with timers."""
+    split = Split()
+    registry = Registry()
+    report = TickReport()
+    async with Database.open(dsn, migrate=False) as db:
+        await db.fetchval("server_clock")
+        cpu_before, process_before = cpu.sample(), time.process_time()
+        with statement_timers(split):
+            position = FIRST_KEY
+            while True:
+                mark = time.perf_counter()
+                due, after = await read_due(db, now, batch_size, position)
+                split.phases["read_due"] += time.perf_counter() - mark
+                if due:
+                    mark = time.perf_counter()
+                    plans = await plan_tick(due, now, registry)
+                    split.phases["plan_tick"] += time.perf_counter() - mark
+                    mark = time.perf_counter()
+                    report.merge(await admit(db, plans, now, "bench-split"))
+                    split.phases["admit"] += time.perf_counter() - mark
+                if after is None:
+                    break
+                position = after
+            mark = time.perf_counter()
+            await reconcile_stale_runs(db, FakeClock(now))
+            split.phases["sweep"] += time.perf_counter() - mark
+        split.process_cpu = time.process_time() - process_before
+        split.server_cpu = spent(cpu_before, cpu.sample())
+    return split
+
+
+# ---------------------------------------------------------------- 1+2+3 for one N
+
+
+@dataclass
+class SizeResult:
+    """Everything measured for one N."""
+
+    n: int
+    seed_check: str
+    runs: list[SupervisorRun]
+    raw_seconds: float
+    raw_check: str
+    split: Split
+
+
+async def vacuum_analyze(dsn: str) -> None:
+    """Leave the seeded database as a settled one would be (outside any timer)."""
+    await run_sql(dsn, "VACUUM (ANALYZE)")
+
+
+def first_slot(due: datetime) -> Slot:
+    """The due slot of DUE_SPEC, as a tick would compute it."""
+    spec = parse_spec(DUE_SPEC)
+    window = spec.window(CONFIRMED_AT - timedelta(microseconds=1), due)
+    return window.due[-1]
+
+
+async def measure_size(dbs: Databases, n: int, batch_size: int, cpu: ServerCpu) -> SizeResult:
+    """Seed N due definitions, then time 1 and 2 supervisors, the split, the raw insert."""
+    log(f"N={n}: seeding")
+    template = await dbs.create(f"n{n}")
+    due = await seed(template, DUE_SPEC, "due", n)
+    seed_check = await check_seed(template, "due", n)
+    await vacuum_analyze(template)
+    now = due + timedelta(seconds=1)
+    runs = []
+    for supervisors in (1, 2):
+        copy = await dbs.create(f"n{n}_s{supervisors}", template)
+        await run_sql(copy, "CHECKPOINT")
+        log(f"N={n}: {supervisors} supervisor(s)")
+        run = await asyncio.to_thread(run_supervisors, copy, now, supervisors, batch_size, cpu)
+        run.check_ok, run.check = await check_admitted(copy, n, now)
+        runs.append(run)
+        await dbs.drop(copy)
+    copy = await dbs.create(f"n{n}_split", template)
+    await run_sql(copy, "CHECKPOINT")
+    log(f"N={n}: split tick")
+    split = await split_tick(copy, now, batch_size, cpu)
+    split.check_ok, split.check = await check_admitted(copy, n, now)
+    await dbs.drop(copy)
+    log(f"N={n}: raw insert")
+    raw_seconds, raw_check = await raw_rate(template, first_slot(due), now, n)
+    await dbs.drop(template)
+    return SizeResult(n, seed_check, runs, raw_seconds, raw_check, split)
+
+
+# ---------------------------------------------------------------- 4. idle overhead
+
+
+@dataclass
+class IdleResult:
+    """Tick times (seconds) without / with idle definitions."""
+
+    idle: int
+    due: int
+    seed_checks: list[str]
+    empty: dict[str, list[float]]
+    busy: dict[str, list[float]]
+    checks: list[str]
+
+    def ratio(self, series: dict[str, list[float]]) -> float:
+        """Median with idle / median without."""
+        return statistics.median(series["with"]) / statistics.median(series["without"])
+
+
+async def timed_tick(db: Database, now: datetime, batch_size: int) -> tuple[float, TickReport]:
+    """Wall seconds of one ``tick`` at ``now``."""
+    start = time.perf_counter()
+    report = await tick(db, FakeClock(now), None, actor="bench-idle", batch_size=batch_size)
+    return time.perf_counter() - start, report
+
+
+async def measure_idle(dbs: Databases, idle: int, due_count: int, days: int, empty_reps: int,
+                       batch_size: int) -> IdleResult:
+    """Empty and 1k-due ticks on a database without and one with ``idle`` idle definitions."""
+    log(f"idle: seeding {due_count} due + {idle} idle")
+    plain = await dbs.create("idle_without")
+    due = await seed(plain, DUE_SPEC, "due", due_count)
+    checks = [await check_seed(plain, "due", due_count)]
+    crowded = await dbs.create("idle_with", plain)
+    await seed(crowded, IDLE_SPEC, "idle", idle)
+    checks.append(await check_seed(crowded, "idle", idle))
+    for dsn in (plain, crowded):
+        await vacuum_analyze(dsn)
+    dsns = {"without": plain, "with": crowded}
+    empty: dict[str, list[float]] = {"without": [], "with": []}
+    busy: dict[str, list[float]] = {"without": [], "with": []}
+    results = []
+    async with Database.open(plain, migrate=False) as a, Database.open(crowded, migrate=False) as b:
+        pools = {"without": a, "with": b}
+        for day in range(days):
+            order = ["without", "with"] if day % 2 == 0 else ["with", "without"]
+            slot_at = due + timedelta(days=day)
+            for key in order:
+                await run_sql(dsns[key], COMPLETE_TASKS_SQL, args=(slot_at - timedelta(hours=1),))
+                await run_sql(dsns[key], "VACUUM (ANALYZE) tasks, occurrences, definitions",
+                              "CHECKPOINT")
+            for _ in range(empty_reps):
+                for key in order:
+                    elapsed, report = await timed_tick(pools[key], slot_at - timedelta(minutes=30),
+                                                       batch_size)
+                    assert report.planned == 0, report
+                    if day > 0:
+                        empty[key].append(elapsed)
+            for key in order:
+                elapsed, report = await timed_tick(pools[key], slot_at + timedelta(seconds=1),
+                                                   batch_size)
+                results.append(f"day {day} {key}: admitted={report.admitted}")
+                assert report.admitted == due_count, report
+                if day > 0:
+                    busy[key].append(elapsed)
+    log("idle: done")
+    return IdleResult(idle, due_count, checks, empty, busy, results)
+
+
+# ---------------------------------------------------------------- report
+
+
+def log(message: str) -> None:
+    """Progress, on stderr."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table (readable as text too)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    body = ["| " + " | ".join(_cell(c, w) for c, w in zip(r, widths, strict=True)) + " |"
+            for r in rows]
+    return "\n".join([line, rule, *body])
+
+
+def _cell(text: str, width: int) -> str:
+    """Figures right-aligned, words left-aligned."""
+    numeric = text[:1].isdigit() or text[:1] in "+-" or text == "n/a"
+    return text.rjust(width) if numeric else text.ljust(width)
+
+
+def seconds(value: float | None) -> str:
+    """A duration, 3 significant decimals."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def admission_table(results: Sequence[SizeResult]) -> str:
+    """Part 1 and 2."""
+    rows = []
+    for r in results:
+        raw = r.n / r.raw_seconds
+        for run in r.runs:
+            rate = r.n / run.wall
+            rows.append([f"{r.n:,}", f"{run.supervisors} supervisor(s)", seconds(run.wall),
+                         f"{rate:,.0f}", f"{rate / raw:.0%}", seconds(run.supervisor_cpu),
+                         seconds(run.server_cpu), str(run.lost_race),
+                         "ok" if run.check_ok and run.admitted == r.n else "FAILED"])
+        rows.append([f"{r.n:,}", "raw unnest insert", seconds(r.raw_seconds), f"{raw:,.0f}",
+                     "100%", "", "", "", r.raw_check.split(":")[0]])
+    return table(["N", "who", "wall s", "rows/s", "vs raw", "sup CPU s", "PG CPU s",
+                  "lost_race", "check"], rows)
+
+
+def split_table(results: Sequence[SizeResult]) -> str:
+    """Part 3: where one in-process tick's time goes."""
+    rows = []
+    for r in results:
+        s = r.split
+        read_sql = s.sql_of(READ_SQL)
+        admit_sql = sum(v for k, v in s.sql.items() if k not in READ_SQL + SWEEP_SQL)
+        rows.append([
+            f"{r.n:,}", seconds(s.total), seconds(read_sql),
+            seconds(s.phases["read_due"] - read_sql), seconds(s.phases["plan_tick"]),
+            seconds(s.phases["admit"] - admit_sql), seconds(admit_sql),
+            seconds(s.phases["sweep"]), seconds(s.process_cpu), seconds(s.server_cpu),
+            "ok" if s.check_ok else "FAILED",
+        ])
+    return table(["N", "tick s", "read SQL", "read py", "plan_tick py", "admit py", "admit SQL",
+                  "sweep", "py CPU s", "PG CPU s", "check"], rows)
+
+
+def statement_table(results: Sequence[SizeResult]) -> str:
+    """Part 3, SQL detail: seconds per statement (driver encode/decode included)."""
+    names = sorted({k for r in results for k in r.split.sql},
+                   key=lambda k: -max(r.split.sql.get(k, 0.0) for r in results))
+    rows = [[name, *(f"{r.split.sql.get(name, 0.0):.3f} ({r.split.calls.get(name, 0)})"
+                     for r in results)] for name in names]
+    return table(["statement", *(f"N={r.n:,} s (calls)" for r in results)], rows)
+
+
+def idle_table(result: IdleResult) -> str:
+    """Part 4."""
+    rows = []
+    for label, series in (("nothing due", result.empty), (f"{result.due:,} due", result.busy)):
+        rows.append([label, f"{statistics.median(series['without']) * 1000:.2f}",
+                     f"{statistics.median(series['with']) * 1000:.2f}",
+                     f"{result.ratio(series) - 1:+.1%}", str(len(series["with"]))])
+    return table(["tick", "without idle ms (median)", f"with {result.idle:,} idle ms (median)",
+                  "overhead", "samples each"], rows)
+
+
+def print_report(header: list[str], results: Sequence[SizeResult],
+                 idle: IdleResult | None) -> None:
+    """Everything, on stdout."""
+    print("\n".join(header))
+    if results:
+        print("\n## 1-2. Admission (one tick, all N due) vs raw batched insert\n")
+        print(admission_table(results))
+        print("\nSeed checks (clones identical to the public-path template but for ids):")
+        for r in results:
+            print(f"  N={r.n:,}: {r.seed_check}")
+        print("Admission checks (tasks == distinct idempotency keys == admitted occurrences == N):")
+        for r in results:
+            for run in r.runs:
+                parts = ", ".join(f"{p['actor']}: admitted={p['admitted']} planned={p['planned']}"
+                                  f" lost_race={p['lost_race']} {p['end'] - p['start']:.3f}s"
+                                  for p in run.per_process)
+                print(f"  N={r.n:,} x{run.supervisors}: {run.check} [{parts}]")
+            print(f"  N={r.n:,} split: {r.split.check}; raw: {r.raw_check}")
+        print("\n## 3. Split of a 1-supervisor tick (in-process, timers around phases and SQL)\n")
+        print(split_table(results))
+        print()
+        print(statement_table(results))
+    if idle is not None:
+        print(f"\n## 4. Tick time without / with {idle.idle:,} idle definitions\n")
+        print(idle_table(idle))
+        print("\nSeed checks: " + "; ".join(idle.seed_checks))
+        print("Due ticks: " + "; ".join(idle.checks))
+
+
+async def server_header(dsn: str, args: argparse.Namespace) -> list[str]:
+    """What the figures were measured on."""
+    row = await fetch_one(dsn, "SELECT version() AS v, current_setting('synchronous_commit') AS sc,"
+                               " current_setting('shared_buffers') AS sb")
+    return [
+        f"# watchkeeper admission bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"machine: {os.cpu_count()} cores; Python {sys.version.split()[0]}",
+        f"server: {row['v']}",
+        f"synchronous_commit={row['sc']} shared_buffers={row['sb']}; tick batch_size="
+        f"{args.batch_size}; raw batch={RAW_BATCH}",
+        "supervisor = one spawned OS process, one tick, own Database.open pool",
+    ]
+
+
+async def bench(server: str, args: argparse.Namespace) -> None:
+    """Run every part against ``server`` and print the report."""
+    header = await server_header(server, args)
+    cpu = await ServerCpu.of(server)
+    dbs = Databases(server)
+    results = []
+    idle = None
+    try:
+        for n in args.sizes:
+            results.append(await measure_size(dbs, n, args.batch_size, cpu))
+        if args.idle > 0:
+            idle = await measure_idle(dbs, args.idle, args.idle_due, args.days, args.empty_reps,
+                                      args.batch_size)
+    finally:
+        await dbs.drop_all()
+    print_report(header, results, idle)
+
+
+def sizes(text: str) -> list[int]:
+    """``1000,10000`` -> ``[1000, 10000]``."""
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=sizes, default=[1000, 10000, 100000],
+                        help="numbers of due definitions (default 1000,10000,100000)")
+    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL") or None,
+                        help="server DSN (default DATABASE_URL, else an embedded server)")
+    parser.add_argument("--batch-size", type=int, default=1000, help="tick batch_size")
+    parser.add_argument("--idle", type=int, default=100_000,
+                        help="idle definitions for part 4 (0 skips part 4)")
+    parser.add_argument("--idle-due", type=int, default=1000, help="due definitions in part 4")
+    parser.add_argument("--days", type=int, default=6,
+                        help="due ticks per database in part 4, the first a warm-up (max 6)")
+    parser.add_argument("--empty-reps", type=int, default=10,
+                        help="empty ticks per database per day in part 4")
+    args = parser.parse_args(argv)
+    if not 2 <= args.days <= 6:
+        parser.error("--days must be 2..6 (the idle definitions fall due on day 7)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the bench on the given server or on an embedded one."""
+    args = parse_args(argv)
+    if args.dsn:
+        asyncio.run(bench(args.dsn, args))
+        return
+    with tempfile.TemporaryDirectory(prefix="wkbench-") as home, \
+            embedded_postgres(Path(home)) as dsn:
+        asyncio.run(bench(dsn, args))
+
+
+if __name__ == "__main__":
+    main()

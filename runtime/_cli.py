@@ -1,0 +1,531 @@
+"""The ``watchkeeper`` command line (typer + rich).
+
+Every command that touches the database opens it from ``DATABASE_URL`` or, when that
+is unset, starts (or joins) the embedded PostgreSQL under ``WATCHKEEPER_HOME``, and
+applies pending migrations first. Exit codes: 0 ok; 1 runtime failure; 2 bad input
+(spec, option or file); 3 not found; 4 not authorized; 5 conflict with the current
+state; 6 the database is unreachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import shlex
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import anyio
+import pydantic
+import typer
+from rich.console import Console
+
+from outbox import Dispatcher
+from triggers import NoOccurrenceError, SpecError, format_utc, parse_spec, preview
+
+from . import _definitions as defs
+from ._agents import AgentCatalog, CommandAgent
+from ._clock import SystemClock
+from ._db import Database
+from ._deliveries import PgDeliveryStore
+from ._embedded import EmbeddedPostgresError, embedded_postgres
+from ._errors import (
+    AuthError,
+    Conflict,
+    DatabaseUnavailable,
+    NotFound,
+    WatchkeeperError,
+)
+from ._history import HistoryQuery, history
+from ._manual import review, trigger_now
+from ._registry import Registry, ScheduleDef, register
+from ._render import definitions_table, history_table, preview_table
+from ._scheduler import tick
+from ._settings import Settings
+from ._specfile import load_registrations, load_spec
+from ._supervisor import LoopDied, Supervisor, SupervisorConfig, default_channels
+from ._worker import Worker
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Keep the standing agreements people make with their AI agents.")
+users_app = typer.Typer(no_args_is_help=True, help="Users and their API tokens.")
+db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
+app.add_typer(users_app, name="users")
+app.add_typer(db_app, name="db")
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+_EXIT = ((SpecError, 2), (NotFound, 3), (AuthError, 4), (Conflict, 5),
+         (DatabaseUnavailable, 6), (EmbeddedPostgresError, 6), (WatchkeeperError, 1))
+
+
+def main() -> None:
+    """Entry point of the ``watchkeeper`` script."""
+    app()
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        err.print(f"[red]error:[/] setting WATCHKEEPER_{str(first['loc'][0]).upper()}: "
+                  f"{first['msg']}")
+        raise typer.Exit(2) from exc
+
+
+@contextlib.contextmanager
+def _server(settings: Settings) -> Iterator[str]:
+    if settings.database_url:
+        yield settings.database_url
+    else:
+        with embedded_postgres(settings.home) as dsn:
+            yield dsn
+
+
+def _with_db(fn: Callable[[Database, Settings], Awaitable[T]]) -> T:
+    """Open the database (embedded or DATABASE_URL), migrate, run ``fn``; map errors
+    to exit codes with the message on stderr."""
+    settings = _settings()
+    try:
+        with _server(settings) as dsn:
+
+            async def run() -> T:
+                async with Database.open(dsn) as db:
+                    return await fn(db, settings)
+
+            return anyio.run(run)
+    except tuple(cls for cls, _ in _EXIT) as exc:
+        code = next(code for cls, code in _EXIT if isinstance(exc, cls))
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(code) from exc
+
+
+def _fail_input(exc: SpecError) -> typer.Exit:
+    err.print(f"[red]error:[/] {exc}")
+    return typer.Exit(2)
+
+
+def _json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _instant(text: str, option: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise _fail_input(SpecError(option, f"{text!r} is not an ISO 8601 time.",
+                                    "write e.g. 2026-12-02T20:00:00Z.")) from exc
+    if value.tzinfo is None:
+        raise _fail_input(SpecError(option, f"{text!r} has no UTC offset.", "add Z or +01:00."))
+    return value
+
+
+# ---------------------------------------------------------------- preview
+
+
+@app.command("preview")
+def preview_cmd(
+    spec_file: Annotated[Path | None, typer.Argument(help="A spec file (TOML or JSON).")] = None,
+    cron: Annotated[str | None, typer.Option(help="5-field cron expression.")] = None,
+    tz: Annotated[str | None, typer.Option(help="IANA zone (with --cron or --at).")] = None,
+    every: Annotated[float | None, typer.Option(help="Interval in seconds.")] = None,
+    anchor: Annotated[str | None, typer.Option(help="Interval anchor, ISO 8601 with offset.")] = None,
+    at: Annotated[str | None, typer.Option(help="One local time (ISO 8601) in --tz.")] = None,
+    after: Annotated[str | None, typer.Option(help="List occurrences strictly after this "
+                                                    "instant (default: now).")] = None,
+    count: Annotated[int, typer.Option(min=1, max=10_000)] = 10,
+    dst_gap: Annotated[str, typer.Option(help="skip or run_after")] = "skip",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List the next occurrences: UTC instant, local time, slot, and a DST note."""
+    settings = _settings()
+    chosen = [x for x in (spec_file, cron, every, at) if x is not None]
+    if len(chosen) != 1:
+        raise _fail_input(SpecError("preview", "give exactly one of SPEC_FILE, --cron, --every, --at.",
+                                    "e.g. watchkeeper preview --cron '0 9 * * 1' --tz Europe/London"))
+    try:
+        if spec_file is not None:
+            spec = load_spec(spec_file, min_interval=settings.min_interval_delta)
+        else:
+            trigger: dict[str, Any]
+            if cron is not None:
+                trigger = {"type": "cron", "expr": cron, "zone": tz, "dst_gap": dst_gap}
+            elif every is not None:
+                trigger = {"type": "interval", "every": every}
+                if anchor is not None:
+                    trigger["anchor"] = anchor
+            else:
+                trigger = {"type": "at", "at": at, "zone": tz or "UTC"}
+            spec = parse_spec({"version": 1, "trigger": trigger},
+                              min_interval=settings.min_interval_delta)
+        start = _instant(after, "--after") if after else datetime.now(UTC)
+        items = preview(spec.calendar(), start, count)
+    except SpecError as exc:
+        raise _fail_input(exc) from exc
+    if as_json:
+        _json([item.to_json() for item in items])
+    else:
+        out.print(preview_table(items, f"next {len(items)} occurrence(s) after {format_utc(start)}"))
+
+
+# ---------------------------------------------------------------- users and definitions
+
+
+@users_app.command("add")
+def users_add(
+    tenant: str, user: str,
+    zone: Annotated[str, typer.Option(help="The user's IANA zone.")] = "UTC",
+    name: Annotated[str, typer.Option(help="Display name.")] = "",
+    rotate: Annotated[bool, typer.Option(help="Issue a new token for an existing user.")] = False,
+) -> None:
+    """Create a user (and its tenant) and print its API token once."""
+    async def run(db: Database, settings: Settings) -> str:
+        return await defs.add_user(db, SystemClock(), tenant, user, display_name=name, zone=zone,
+                                   rotate=rotate)
+    token = _with_db(run)
+    out.print(f"user {tenant}/{user}; token (shown once, keep it secret):")
+    sys.stdout.write(token + "\n")
+
+
+@app.command("propose")
+def propose_cmd(
+    spec_file: Path,
+    tenant: Annotated[str, typer.Option(help="Tenant of the definition.")],
+    definition: Annotated[str, typer.Option("--id", help="Definition id.")],
+    owner: Annotated[str, typer.Option(help="Owner user id (a real user).")],
+    based_on: Annotated[int | None, typer.Option(help="Revision this edit starts from.")] = None,
+    by: Annotated[str, typer.Option(help="The proposing agent principal.")] = "agent:cli",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Record a proposed revision; the owner must confirm it with the printed hash."""
+    settings = _settings()
+    try:
+        spec = load_spec(spec_file, min_interval=settings.min_interval_delta)
+    except SpecError as exc:
+        raise _fail_input(exc) from exc
+
+    async def run(db: Database, _: Settings) -> defs.Proposal:
+        return await defs.propose(db, SystemClock(), tenant_id=tenant, definition_id=definition,
+                                  owner_user_id=owner, spec=spec, proposed_by=by,
+                                  based_on=based_on)
+    proposal = _with_db(run)
+    try:
+        items = preview(spec.calendar(), datetime.now(UTC), 5)
+    except NoOccurrenceError:
+        items = []
+    if as_json:
+        _json({"tenant_id": tenant, "definition_id": definition, "revision": proposal.revision,
+               "spec_hash": proposal.spec_hash, "needs_confirmation": proposal.needs_confirmation,
+               "next": [i.to_json() for i in items]})
+        return
+    out.print(preview_table(items, f"{tenant}/{definition} revision {proposal.revision}: "
+                                   "what you are asked to confirm"))
+    if proposal.needs_confirmation:
+        out.print(f"spec_hash {proposal.spec_hash}\nconfirm with: watchkeeper confirm {definition} "
+                  f"--revision {proposal.revision} --spec-hash {proposal.spec_hash}")
+    else:
+        out.print("descriptive edit only: effective at once, no confirmation needed")
+
+
+@app.command("confirm")
+def confirm_cmd(
+    definition: str,
+    revision: Annotated[int, typer.Option(help="The proposed revision.")],
+    spec_hash: Annotated[str, typer.Option(help="The spec_hash you were shown.")],
+    token: Annotated[str | None, typer.Option(help="Owner's token (or WATCHKEEPER_TOKEN).")] = None,
+) -> None:
+    """Confirm a proposed revision as its owner; it becomes the effective one."""
+    async def run(db: Database, settings: Settings) -> defs.Confirmation:
+        me = await defs.authenticate(db, token or settings.token)
+        return await defs.confirm(db, SystemClock(), me, definition_id=definition,
+                                  revision=revision, spec_hash=spec_hash)
+    done = _with_db(run)
+    out.print(f"revision {done.revision} of {definition} is effective since "
+              f"{format_utc(done.effective_since)} (fence {done.fence}); first occurrence "
+              f"{format_utc(done.next_due_at) if done.next_due_at else '-'}")
+
+
+def _actor_command(verb: str) -> Callable[..., None]:
+    def command(
+        definition: str,
+        tenant: Annotated[str | None, typer.Option(help="Tenant (the operator's access).")] = None,
+        token: Annotated[str | None, typer.Option(help="Owner's token instead of operator.")] = None,
+        running: Annotated[bool, typer.Option(help="cancel: also stop the running task.")] = False,
+    ) -> None:
+        async def run(db: Database, settings: Settings) -> int:
+            actor, tenant_id = await _actor(db, settings, token, tenant)
+            clock = SystemClock()
+            if verb == "pause":
+                return await defs.pause(db, clock, actor, tenant_id, definition)
+            if verb == "resume":
+                return await defs.resume(db, clock, actor, tenant_id, definition)
+            return await defs.cancel(db, clock, actor, tenant_id, definition, running=running)
+        fence = _with_db(run)
+        out.print(f"{definition}: {verb}d (fence {fence})")
+    command.__doc__ = {"pause": "Suppress new occurrences; a running task goes on.",
+                       "resume": "Resume; the paused span is recorded once and not replayed.",
+                       "cancel": "End the definition (--running also stops its active task)."}[verb]
+    return command
+
+
+async def _actor(db: Database, settings: Settings, token: str | None,
+                 tenant: str | None) -> tuple[defs.Actor, str]:
+    if token or (settings.token and tenant is None):
+        me = await defs.authenticate(db, token or settings.token)
+        return me, me.tenant_id
+    if tenant is None:
+        raise SpecError("--tenant", "is required without a token.", "pass --tenant or --token.")
+    return defs.OPERATOR, tenant
+
+
+for _verb in ("pause", "resume", "cancel"):
+    app.command(_verb)(_actor_command(_verb))
+
+
+@app.command("trigger")
+def trigger_cmd(
+    definition: str,
+    tenant: Annotated[str | None, typer.Option(help="Tenant (operator access).")] = None,
+    token: Annotated[str | None, typer.Option(help="Owner's token.")] = None,
+    binding: Annotated[str | None, typer.Option(help="TENANT/BINDING of a registered "
+                                                     "definition.")] = None,
+) -> None:
+    """Claim a manual occurrence now (a key distinct from any scheduled one)."""
+    async def run(db: Database, settings: Settings) -> Any:
+        actor, tenant_id = await _actor(db, settings, token, tenant)
+        target = tuple(binding.split("/", 1)) if binding else None
+        return await trigger_now(db, SystemClock(), actor, tenant_id, definition,
+                                 binding=target)  # type: ignore[arg-type]
+    result = _with_db(run)
+    for (tenant_id, binding_id), decision in result.decisions.items():
+        out.print(f"{definition} {tenant_id}/{binding_id} manual {result.slot}: {decision}")
+
+
+@app.command("review")
+def review_cmd(
+    definition: str, slot: str,
+    approve: Annotated[bool, typer.Option("--approve/--skip", help="Admit it late, or skip it.")],
+    tenant: Annotated[str | None, typer.Option()] = None,
+    token: Annotated[str | None, typer.Option()] = None,
+    binding: Annotated[str, typer.Option()] = "owner",
+) -> None:
+    """Decide an occurrence waiting in review_required."""
+    async def run(db: Database, settings: Settings) -> str:
+        actor, tenant_id = await _actor(db, settings, token, tenant)
+        return await review(db, SystemClock(), actor, tenant_id, definition, slot,
+                            approve=approve, binding_id=binding)
+    out.print(f"{definition} {slot}: {_with_db(run)}")
+
+
+@app.command("register")
+def register_cmd(file: Path) -> None:
+    """Register (or replace) operator definitions with static bindings from a file."""
+    settings = _settings()
+    try:
+        items = load_registrations(file, min_interval=settings.min_interval_delta)
+    except SpecError as exc:
+        raise _fail_input(exc) from exc
+
+    async def run(db: Database, _: Settings) -> list[tuple[str, int]]:
+        return [(d.id, await register(db, SystemClock(), d)) for d in items]
+    for definition_id, revision in _with_db(run):
+        out.print(f"registered {definition_id} (revision {revision})")
+
+
+@app.command("list")
+def list_cmd(
+    tenant: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List definitions with their status and next due time."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return [dict(r) for r in await db.fetch("definitions_list", tenant)]
+    rows = _with_db(run)
+    if as_json:
+        _json(rows)
+    else:
+        out.print(definitions_table(rows))
+
+
+@app.command("show")
+def show_cmd(definition: str, tenant: Annotated[str, typer.Option()]) -> None:
+    """Show a definition's revisions and its effective spec."""
+    async def run(db: Database, _: Settings) -> tuple[Any, list[Any]]:
+        row = await db.fetchrow("definition_get", tenant, definition)
+        if row is None:
+            raise NotFound(f"no definition {tenant}/{definition}")
+        return row, await db.fetch("revisions_list", tenant, definition)
+    row, revisions = _with_db(run)
+    out.print(f"{tenant}/{definition}: {row['status']}, fence {row['fence']}, effective revision "
+              f"{row['effective_revision']}, next due {row['next_due_at']}")
+    for r in revisions:
+        out.print(f"  revision {r['revision']}: {r['status']} hash {r['spec_hash']} proposed by "
+                  f"{r['proposed_by']} {format_utc(r['proposed_at'])}"
+                  + (f", confirmed by {r['confirmed_by']}" if r["confirmed_by"] else ""))
+    if row["spec"] is not None:
+        _json(row["spec"])
+
+
+@app.command("history")
+def history_cmd(
+    definition: Annotated[str | None, typer.Argument()] = None,
+    tenant: Annotated[str | None, typer.Option()] = None,
+    user: Annotated[str | None, typer.Option()] = None,
+    status: Annotated[str | None, typer.Option(help="A decision or task status.")] = None,
+    since: Annotated[str | None, typer.Option()] = None,
+    until: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Every occurrence with its decision, lateness, task, runs, report and delivery."""
+    query = HistoryQuery(tenant, definition, user, status,
+                         _instant(since, "--since") if since else None,
+                         _instant(until, "--until") if until else None, limit)
+
+    async def run(db: Database, _: Settings) -> Any:
+        return await history(db, query)
+    page = _with_db(run)
+    if as_json:
+        _json({"entries": [e.to_json() for e in page.entries],
+               "events": [e.to_json() for e in page.events],
+               "next_after": [_iso(x) for x in page.after] if page.after else None})
+        return
+    out.print(history_table(page.entries, page.events, f"history {definition or ''}".strip()))
+
+
+def _iso(value: Any) -> Any:
+    return format_utc(value) if isinstance(value, datetime) else value
+
+
+# ---------------------------------------------------------------- running
+
+
+def _catalog(agents: list[str]) -> AgentCatalog:
+    catalog = AgentCatalog()
+    for item in agents:
+        name, sep, command = item.partition("=")
+        if not sep or not name or not command:
+            raise _fail_input(SpecError("--agent", f"{item!r} is not NAME=COMMAND.",
+                                        "e.g. --agent research='python research.py'"))
+        catalog.add(name, CommandAgent(shlex.split(command)))
+    return catalog
+
+
+def _schedules(target: str | None) -> Registry:
+    if target is None:
+        return Registry()
+    module_name, _, attr = target.partition(":")
+    try:
+        value = getattr(importlib.import_module(module_name), attr or "SCHEDULES")
+    except (ImportError, AttributeError) as exc:
+        raise _fail_input(SpecError("--schedules", f"cannot load {target!r}: {exc}.",
+                                    "give module:attribute of a list of ScheduleDef.")) from exc
+    items = value() if callable(value) else value
+    if not all(isinstance(i, ScheduleDef) for i in items):
+        raise _fail_input(SpecError("--schedules", f"{target} is not a list of ScheduleDef.",
+                                    "see 'Operator-registered definitions' in the README."))
+    return Registry(items)
+
+
+@app.command("run")
+def run_cmd(
+    workers: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+    schedules: Annotated[str | None, typer.Option(help="module:attr with operator ScheduleDefs.")] = None,
+    agent: Annotated[list[str], typer.Option(help="NAME=COMMAND: a command agent.")] = [],  # noqa: B006
+) -> None:
+    """Run the supervisor until SIGINT/SIGTERM."""
+    registry, catalog = _schedules(schedules), _catalog(agent)
+
+    async def run(db: Database, settings: Settings) -> dict[str, Any]:
+        config = SupervisorConfig(home=settings.home, workers=workers or settings.workers,
+                                  lease_seconds=settings.lease_seconds,
+                                  tick_seconds=settings.tick_seconds,
+                                  skew_budget=settings.clock_skew_budget)
+        supervisor = Supervisor(db, SystemClock(), config, registry=registry, agents=catalog)
+        err.print(f"supervisor {config.supervisor_id} running ({config.workers} workers); "
+                  "Ctrl-C to stop")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, supervisor)
+            try:
+                await supervisor.run()
+            finally:
+                tg.cancel_scope.cancel()
+        return {"statistics": supervisor.statistics()}
+    try:
+        result = _with_db(run)
+    except LoopDied as exc:  # pragma: no cover - mapped by _with_db; kept for clarity
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    err.print(f"stopped: {result['statistics']}")
+
+
+async def _stop_on_signal(supervisor: Supervisor) -> None:
+    import signal
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            err.print("stopping...")
+            supervisor.stop()
+            return
+
+
+@app.command("tick")
+def tick_cmd(
+    work: Annotated[bool, typer.Option(help="Also run due tasks and send due notices.")] = True,
+    agent: Annotated[list[str], typer.Option(help="NAME=COMMAND: a command agent.")] = [],  # noqa: B006
+) -> None:
+    """One tick, for hosts that drive watchkeeper from an external cron."""
+    catalog = _catalog(agent)
+
+    async def run(db: Database, settings: Settings) -> dict[str, Any]:
+        clock = SystemClock()
+        report = await tick(db, clock, actor="cli-tick")
+        done: dict[str, int] = {}
+        if work:
+            worker = Worker(db, clock, catalog, worker_id="cli-tick",
+                            artifact_root=settings.home / "artifacts",
+                            lease_seconds=settings.lease_seconds)
+            while (outcome := await worker.run_once()) is not None:
+                done[outcome.status] = done.get(outcome.status, 0) + 1
+            dispatcher = Dispatcher(PgDeliveryStore(db), default_channels(settings.home),
+                                    now=clock.now, owner="cli-tick")
+            while (await dispatcher.dispatch_once()).claimed:
+                pass
+        return {"decisions": dict(report.decisions), "ranges": report.ranges,
+                "fenced_out": report.fenced_out, "tasks": done}
+    _json(_with_db(run))
+
+
+@db_app.command("migrate")
+def db_migrate() -> None:
+    """Apply pending migrations (every command also does this on start)."""
+    async def run(db: Database, _: Settings) -> list[int]:
+        return await db.migrate()
+    applied = _with_db(run)
+    out.print("schema is current" if not applied else f"applied {applied}")
+
+
+@app.command("demo")
+def demo_cmd(
+    interval: Annotated[float, typer.Option(min=2.0, help="Demo interval, seconds.")] = 8.0,
+    grace: Annotated[float, typer.Option(min=0.5, help="late_grace, seconds.")] = 2.0,
+) -> None:
+    """The ETF Agent acceptance, in real time (about a minute): three slots, three
+    reports, restart after the fourth slot's grace, no catch-up task."""
+    from ._demo import run_demo
+
+    async def run(db: Database, settings: Settings) -> bool:
+        return await run_demo(db, settings, out, interval=timedelta(seconds=interval),
+                              grace=timedelta(seconds=grace))
+    if not _with_db(run):
+        raise typer.Exit(1)
+

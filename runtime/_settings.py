@@ -1,0 +1,49 @@
+"""Settings from the environment (pydantic-settings).
+
+=============================== ======================================== =========
+variable                        meaning                                  default
+=============================== ======================================== =========
+``DATABASE_URL``                PostgreSQL DSN; unset: embedded server   unset
+``WATCHKEEPER_HOME``            data dir: embedded PostgreSQL, file      user data
+                                deliveries, artifacts                    dir
+``WATCHKEEPER_TOKEN``           a user's API token (confirm, pause, ...) unset
+``WATCHKEEPER_MIN_INTERVAL``    minimum interval resolution, seconds     60
+``WATCHKEEPER_CLOCK_SKEW_BUDGET`` max offset to PostgreSQL's clock, s    2
+``WATCHKEEPER_LEASE_SECONDS``   task lease length, seconds               60
+``WATCHKEEPER_WORKERS``         worker loops per supervisor              2
+``WATCHKEEPER_TICK_SECONDS``    seconds between ticks                    1
+=============================== ======================================== =========
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ._embedded import default_home
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """watchkeeper's settings; every field can be set by its environment variable."""
+
+    model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "WATCHKEEPER_DATABASE_URL"))
+    home: Path = Field(default_factory=default_home)
+    token: str | None = None
+    min_interval: float = Field(default=60.0, gt=0)
+    clock_skew_budget: float = Field(default=2.0, gt=0)
+    lease_seconds: float = Field(default=60.0, gt=0)
+    workers: int = Field(default=2, ge=1, le=64)
+    tick_seconds: float = Field(default=1.0, gt=0)
+
+    @property
+    def min_interval_delta(self) -> timedelta:
+        """``min_interval`` as a timedelta."""
+        return timedelta(seconds=self.min_interval)
