@@ -23,13 +23,21 @@ What is measured, for N confirmed user definitions all due at the same minute:
 3. Split. The same loop as ``tick`` (read_due -> plan_tick -> admit, then the
    stale-run sweep) run in this process on another identical copy, with a timer
    around each phase, each SQL statement (by query name, driver encode/decode
-   included) and each BEGIN/COMMIT: where the time goes, Python vs SQL.
+   included) and each BEGIN/COMMIT: where the time goes, Python vs SQL. Every
+   statement is recorded with its arguments and then replayed on a third copy on
+   one connection with no Python planning in between: the SQL floor of this
+   admission design (what the tick would cost if planning were free).
 4. Idle overhead. A tick with nothing due and a tick with 1k due definitions, on a
    database without and one with 100k extra idle definitions (next due a week
    ahead). Ticks alternate between the two databases; the due tick is repeated on
    successive days (yesterday's tasks are marked completed in between, outside the
    timer, so the overrun policy does not turn them into skips) and day 0 is a
-   warm-up. Target: the idle definitions add < 10% to a tick's time.
+   warm-up. Target: the idle definitions add < 10% to a tick's time. Per-statement
+   times of the measured ticks are printed too.
+
+Timers around statements wrap ``runtime._db.Connection`` and asyncpg's transaction
+start/commit in this process only, for parts 3 and 4; the supervisor processes of
+part 1 run the runtime unmodified.
 
 Seeding: one user and one definition per spec go through the public path
 (``add_user``, ``propose``, ``confirm`` under a ``FakeClock``); set-based SQL then
@@ -50,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import statistics
@@ -304,8 +313,10 @@ async def check_admitted(dsn: str, expected: int, now: datetime) -> tuple[bool, 
 
 
 class ServerCpu:
-    """CPU seconds used by the local PostgreSQL server (postmaster and its children,
-    reaped ones included); ``None`` when the server is not a visible local process."""
+    """CPU seconds of the PostgreSQL backends serving one database (the process title
+    names the database), read with psutil; ``None`` when the server is not a visible
+    local process. Other databases on the server (other people's tests) are not counted;
+    background processes (WAL writer, checkpointer) are not either."""
 
     def __init__(self, postmaster: psutil.Process | None) -> None:
         self.postmaster = postmaster
@@ -322,27 +333,31 @@ class ServerCpu:
         finally:
             await conn.close()
 
-    def sample(self) -> float | None:
-        """Cumulative CPU seconds now."""
+    def sample(self, dsn: str) -> dict[int, float] | None:
+        """Cumulative CPU seconds of each live backend of ``dsn``'s database."""
         if self.postmaster is None:
             return None
+        token = f" {database_of(dsn)} "
+        found = {}
         try:
-            own = self.postmaster.cpu_times()
-            total = own.user + own.system + own.children_user + own.children_system
-            for child in self.postmaster.children():
-                try:
-                    times = child.cpu_times()
-                    total += times.user + times.system
-                except psutil.NoSuchProcess:
-                    continue
-            return total
+            children = self.postmaster.children()
         except psutil.Error:
             return None
+        for child in children:
+            try:
+                if token in " ".join(child.cmdline()) + " ":
+                    times = child.cpu_times()
+                    found[child.pid] = times.user + times.system
+            except psutil.Error:
+                continue
+        return found
 
 
-def spent(before: float | None, after: float | None) -> float | None:
-    """``after - before`` when both are known."""
-    return None if before is None or after is None else after - before
+def spent(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
+    """CPU seconds between two samples (a backend that left in between is not counted)."""
+    if before is None or after is None:
+        return None
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 # ---------------------------------------------------------------- 1. supervisors
@@ -414,11 +429,11 @@ def run_supervisors(dsn: str, now: datetime, count: int, batch_size: int,
         for event in ready:
             if not event.wait(timeout=300):
                 raise RuntimeError("a supervisor process did not become ready")
-        cpu_before = cpu.sample()
+        cpu_before = cpu.sample(dsn)
         started = time.monotonic()
         go.set()
         per_process = [results.get(timeout=3600) for _ in procs]
-        cpu_after = cpu.sample()
+        cpu_after = cpu.sample(dsn)
     finally:
         release.set()
         for proc in procs:
@@ -448,38 +463,54 @@ def raw_batches(slot: Slot, now: datetime, count: int) -> list[list[list[Any]]]:
     return batches
 
 
-async def raw_rate(dsn: str, slot: Slot, now: datetime, count: int) -> tuple[float, str]:
-    """Seconds to insert ``count`` rows in 1000-row unnest batches; and a check."""
+@dataclass
+class RawRun:
+    """One timed raw insert."""
+
+    wall: float
+    server_cpu: float | None
+    check_ok: bool
+
+
+async def raw_rate(dsn: str, slot: Slot, now: datetime, count: int, cpu: ServerCpu) -> RawRun:
+    """Insert ``count`` rows in 1000-row unnest batches into a new scratch table."""
     batches = raw_batches(slot, now, count)
     version = tzdata_version()
     conn = await asyncpg.connect(dsn)
     try:
+        await conn.execute("DROP TABLE IF EXISTS bench_raw_occurrences")
         await conn.execute(RAW_TABLE_SQL)
         await conn.execute("CHECKPOINT")
+        cpu_before = cpu.sample(dsn)
         start = time.perf_counter()
         for cols in batches:
             await conn.execute(RAW_INSERT_SQL, *cols, version, now, "bench-raw")
         elapsed = time.perf_counter() - start
+        cpu_after = cpu.sample(dsn)
         rows = await conn.fetchval("SELECT count(*) FROM bench_raw_occurrences")
     finally:
         await conn.close()
-    return elapsed, f"{'ok' if rows == count else 'FAILED'}: rows={rows}"
+    return RawRun(elapsed, spent(cpu_before, cpu_after), rows == count)
 
 
-# ---------------------------------------------------------------- 3. split
+# ---------------------------------------------------------------- 3. split and replay
 
 
 @dataclass
 class Split:
-    """Where one in-process tick spent its time (seconds)."""
+    """Where one in-process tick spent its time (seconds), and its statements.
+
+    ``events`` records every statement with its arguments, and BEGIN/COMMIT, in order,
+    so that :func:`replay` can run exactly the same SQL with no Python in between.
+    """
 
     phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sql: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    events: list[tuple[str, str, tuple[Any, ...]]] | None = None
     process_cpu: float = 0.0
     server_cpu: float | None = None
     check_ok: bool = False
-    check: str = ""
 
     @property
     def total(self) -> float:
@@ -495,8 +526,11 @@ READ_SQL = ("definitions_due", "specs_by_hash")
 SWEEP_SQL = ("occurrences_run_stale",)
 
 
-def _timed(original: Callable[..., Awaitable[Any]], split: Split) -> Callable[..., Awaitable[Any]]:
+def _timed(method: str, original: Callable[..., Awaitable[Any]],
+           split: Split) -> Callable[..., Awaitable[Any]]:
     async def wrapper(self: Any, name: str, *args: Any) -> Any:
+        if split.events is not None:
+            split.events.append((method, name, args))
         start = time.perf_counter()
         try:
             return await original(self, name, *args)
@@ -509,6 +543,8 @@ def _timed(original: Callable[..., Awaitable[Any]], split: Split) -> Callable[..
 def _timed_tx(original: Callable[..., Awaitable[Any]], label: str,
               split: Split) -> Callable[..., Awaitable[Any]]:
     async def wrapper(self: Any) -> Any:
+        if split.events is not None:
+            split.events.append((label, "", ()))
         start = time.perf_counter()
         try:
             return await original(self)
@@ -520,11 +556,15 @@ def _timed_tx(original: Callable[..., Awaitable[Any]], label: str,
 
 @contextmanager
 def statement_timers(split: Split) -> Iterator[None]:
-    """Time every named statement, BEGIN and COMMIT (this process only; restored after)."""
+    """Time (and maybe record) every named statement, BEGIN and COMMIT of this process.
+
+    Wraps ``runtime._db.Connection``'s query methods and asyncpg's transaction
+    start/commit for the duration only; the runtime code itself is untouched.
+    """
     saved: list[tuple[Any, str, Any]] = []
     for method in ("fetch", "fetchrow", "fetchval", "execute"):
         saved.append((_db.Connection, method, getattr(_db.Connection, method)))
-        setattr(_db.Connection, method, _timed(getattr(_db.Connection, method), split))
+        setattr(_db.Connection, method, _timed(method, getattr(_db.Connection, method), split))
     tx_class = asyncpg.transaction.Transaction
     for method, label in (("start", "BEGIN"), ("commit", "COMMIT")):
         saved.append((tx_class, method, getattr(tx_class, method)))
@@ -537,13 +577,13 @@ def statement_timers(split: Split) -> Iterator[None]:
 
 
 async def split_tick(dsn: str, now: datetime, batch_size: int, cpu: ServerCpu) -> Split:
-    """``tick``'s loop, phase by phase, with timers."""
-    split = Split()
+    """``tick``'s loop, phase by phase, with timers; its statements are recorded."""
+    split = Split(events=[])
     registry = Registry()
     report = TickReport()
     async with Database.open(dsn, migrate=False) as db:
         await db.fetchval("server_clock")
-        cpu_before, process_before = cpu.sample(), time.process_time()
+        cpu_before, process_before = cpu.sample(dsn), time.process_time()
         with statement_timers(split):
             position = FIRST_KEY
             while True:
@@ -564,8 +604,47 @@ async def split_tick(dsn: str, now: datetime, batch_size: int, cpu: ServerCpu) -
             await reconcile_stale_runs(db, FakeClock(now))
             split.phases["sweep"] += time.perf_counter() - mark
         split.process_cpu = time.process_time() - process_before
-        split.server_cpu = spent(cpu_before, cpu.sample())
+        split.server_cpu = spent(cpu_before, cpu.sample(dsn))
     return split
+
+
+@dataclass
+class Replay:
+    """The recorded statements of a tick, run again with no Python planning between."""
+
+    wall: float
+    process_cpu: float
+    server_cpu: float | None
+    check_ok: bool = False
+
+
+async def replay(dsn: str, events: Sequence[tuple[str, str, tuple[Any, ...]]],
+                 cpu: ServerCpu) -> Replay:
+    """Run ``events`` on one connection (same SQL, same arguments, same transactions).
+
+    What is left is the SQL floor of this admission design: driver encode/decode,
+    round trips and the server's work.
+    """
+    conn = await asyncpg.connect(dsn)
+    await _db._init_connection(conn)
+    try:
+        cpu_before, process_before = cpu.sample(dsn), time.process_time()
+        start = time.perf_counter()
+        tx = None
+        for method, name, args in events:
+            if method == "BEGIN":
+                tx = conn.transaction()
+                await tx.start()
+            elif method == "COMMIT":
+                assert tx is not None
+                await tx.commit()
+            else:
+                await getattr(conn, method)(_db.QUERIES[name], *args)
+        wall = time.perf_counter() - start
+        return Replay(wall, time.process_time() - process_before,
+                      spent(cpu_before, cpu.sample(dsn)))
+    finally:
+        await conn.close()
 
 
 # ---------------------------------------------------------------- 1+2+3 for one N
@@ -577,10 +656,10 @@ class SizeResult:
 
     n: int
     seed_check: str
-    runs: list[SupervisorRun]
-    raw_seconds: float
-    raw_check: str
+    runs: dict[int, list[SupervisorRun]]
+    raws: list[RawRun]
     split: Split
+    replay: Replay
 
 
 async def vacuum_analyze(dsn: str) -> None:
@@ -595,33 +674,52 @@ def first_slot(due: datetime) -> Slot:
     return window.due[-1]
 
 
-async def measure_size(dbs: Databases, n: int, batch_size: int, cpu: ServerCpu) -> SizeResult:
-    """Seed N due definitions, then time 1 and 2 supervisors, the split, the raw insert."""
+async def one_supervisor_run(dbs: Databases, template: str, n: int, now: datetime,
+                             supervisors: int, batch_size: int, cpu: ServerCpu) -> SupervisorRun:
+    """A copy of the seeded database, one timed tick by ``supervisors`` processes, a check."""
+    copy = await dbs.create(f"n{n}_s{supervisors}", template)
+    await run_sql(copy, "CHECKPOINT")
+    run = await asyncio.to_thread(run_supervisors, copy, now, supervisors, batch_size, cpu)
+    run.check_ok, run.check = await check_admitted(copy, n, now)
+    await dbs.drop(copy)
+    return run
+
+
+async def measure_size(dbs: Databases, n: int, batch_size: int, repeats: int,
+                       cpu: ServerCpu) -> SizeResult:
+    """Seed N due definitions; time 1 and 2 supervisors and the raw insert ``repeats``
+    times, interleaved; then the split tick and its replay once."""
     log(f"N={n}: seeding")
     template = await dbs.create(f"n{n}")
     due = await seed(template, DUE_SPEC, "due", n)
     seed_check = await check_seed(template, "due", n)
     await vacuum_analyze(template)
     now = due + timedelta(seconds=1)
-    runs = []
-    for supervisors in (1, 2):
-        copy = await dbs.create(f"n{n}_s{supervisors}", template)
-        await run_sql(copy, "CHECKPOINT")
-        log(f"N={n}: {supervisors} supervisor(s)")
-        run = await asyncio.to_thread(run_supervisors, copy, now, supervisors, batch_size, cpu)
-        run.check_ok, run.check = await check_admitted(copy, n, now)
-        runs.append(run)
-        await dbs.drop(copy)
-    copy = await dbs.create(f"n{n}_split", template)
-    await run_sql(copy, "CHECKPOINT")
-    log(f"N={n}: split tick")
-    split = await split_tick(copy, now, batch_size, cpu)
-    split.check_ok, split.check = await check_admitted(copy, n, now)
-    await dbs.drop(copy)
-    log(f"N={n}: raw insert")
-    raw_seconds, raw_check = await raw_rate(template, first_slot(due), now, n)
-    await dbs.drop(template)
-    return SizeResult(n, seed_check, runs, raw_seconds, raw_check, split)
+    runs: dict[int, list[SupervisorRun]] = {1: [], 2: []}
+    raws = []
+    raw_db = await dbs.create(f"n{n}_raw", template)
+    for repeat in range(repeats):
+        for supervisors in (1, 2):
+            log(f"N={n}: {supervisors} supervisor(s), repeat {repeat + 1}/{repeats}")
+            runs[supervisors].append(await one_supervisor_run(
+                dbs, template, n, now, supervisors, batch_size, cpu))
+        log(f"N={n}: raw insert, repeat {repeat + 1}/{repeats}")
+        raws.append(await raw_rate(raw_db, first_slot(due), now, n, cpu))
+    await dbs.drop(raw_db)
+    log(f"N={n}: split tick and replay")
+    split_db = await dbs.create(f"n{n}_split", template)
+    replay_db = await dbs.create(f"n{n}_replay", template)
+    await run_sql(split_db, "CHECKPOINT")
+    split = await split_tick(split_db, now, batch_size, cpu)
+    split.check_ok = (await check_admitted(split_db, n, now))[0]
+    assert split.events is not None
+    await run_sql(replay_db, "CHECKPOINT")
+    replayed = await replay(replay_db, split.events, cpu)
+    replayed.check_ok = (await check_admitted(replay_db, n, now))[0]
+    split.events = None
+    for dsn in (split_db, replay_db, template):
+        await dbs.drop(dsn)
+    return SizeResult(n, seed_check, runs, raws, split, replayed)
 
 
 # ---------------------------------------------------------------- 4. idle overhead
@@ -629,13 +727,15 @@ async def measure_size(dbs: Databases, n: int, batch_size: int, cpu: ServerCpu) 
 
 @dataclass
 class IdleResult:
-    """Tick times (seconds) without / with idle definitions."""
+    """Tick times (seconds) without / with idle definitions, and per statement."""
 
     idle: int
     due: int
     seed_checks: list[str]
     empty: dict[str, list[float]]
     busy: dict[str, list[float]]
+    statements: dict[str, dict[str, list[float]]]
+    empty_statements: dict[str, dict[str, list[float]]]
     checks: list[str]
 
     def ratio(self, series: dict[str, list[float]]) -> float:
@@ -643,17 +743,23 @@ class IdleResult:
         return statistics.median(series["with"]) / statistics.median(series["without"])
 
 
-async def timed_tick(db: Database, now: datetime, batch_size: int) -> tuple[float, TickReport]:
-    """Wall seconds of one ``tick`` at ``now``."""
-    start = time.perf_counter()
-    report = await tick(db, FakeClock(now), None, actor="bench-idle", batch_size=batch_size)
-    return time.perf_counter() - start, report
+async def timed_tick(db: Database, now: datetime, batch_size: int,
+                     statements: dict[str, list[float]] | None = None) -> tuple[float, TickReport]:
+    """Wall seconds of one ``tick`` at ``now`` (per-statement seconds appended if asked)."""
+    split = Split()
+    with statement_timers(split) if statements is not None else contextlib.nullcontext():
+        start = time.perf_counter()
+        report = await tick(db, FakeClock(now), None, actor="bench-idle", batch_size=batch_size)
+        elapsed = time.perf_counter() - start
+    if statements is not None:
+        for name, value in split.sql.items():
+            statements[name].append(value)
+    return elapsed, report
 
 
-async def measure_idle(dbs: Databases, idle: int, due_count: int, days: int, empty_reps: int,
-                       batch_size: int) -> IdleResult:
-    """Empty and 1k-due ticks on a database without and one with ``idle`` idle definitions."""
-    log(f"idle: seeding {due_count} due + {idle} idle")
+async def seed_idle_pair(dbs: Databases, idle: int, due_count: int
+                         ) -> tuple[dict[str, str], datetime, list[str]]:
+    """Two databases with ``due_count`` due definitions, one also with ``idle`` idle ones."""
     plain = await dbs.create("idle_without")
     due = await seed(plain, DUE_SPEC, "due", due_count)
     checks = [await check_seed(plain, "due", due_count)]
@@ -662,13 +768,26 @@ async def measure_idle(dbs: Databases, idle: int, due_count: int, days: int, emp
     checks.append(await check_seed(crowded, "idle", idle))
     for dsn in (plain, crowded):
         await vacuum_analyze(dsn)
-    dsns = {"without": plain, "with": crowded}
+    return {"without": plain, "with": crowded}, due, checks
+
+
+async def measure_idle(dbs: Databases, idle: int, due_count: int, days: int, empty_reps: int,
+                       batch_size: int) -> IdleResult:
+    """Empty and due ticks on a database without and one with ``idle`` idle definitions."""
+    log(f"idle: seeding {due_count} due + {idle} idle")
+    dsns, due, seed_checks = await seed_idle_pair(dbs, idle, due_count)
     empty: dict[str, list[float]] = {"without": [], "with": []}
     busy: dict[str, list[float]] = {"without": [], "with": []}
-    results = []
-    async with Database.open(plain, migrate=False) as a, Database.open(crowded, migrate=False) as b:
+    statements: dict[str, dict[str, list[float]]] = {
+        "without": defaultdict(list), "with": defaultdict(list)}
+    empty_statements: dict[str, dict[str, list[float]]] = {
+        "without": defaultdict(list), "with": defaultdict(list)}
+    checks = []
+    async with Database.open(dsns["without"], migrate=False) as a, \
+            Database.open(dsns["with"], migrate=False) as b:
         pools = {"without": a, "with": b}
         for day in range(days):
+            log(f"idle: day {day}")
             order = ["without", "with"] if day % 2 == 0 else ["with", "without"]
             slot_at = due + timedelta(days=day)
             for key in order:
@@ -677,20 +796,21 @@ async def measure_idle(dbs: Databases, idle: int, due_count: int, days: int, emp
                               "CHECKPOINT")
             for _ in range(empty_reps):
                 for key in order:
-                    elapsed, report = await timed_tick(pools[key], slot_at - timedelta(minutes=30),
-                                                       batch_size)
+                    elapsed, report = await timed_tick(
+                        pools[key], slot_at - timedelta(minutes=30), batch_size,
+                        empty_statements[key] if day else None)
                     assert report.planned == 0, report
                     if day > 0:
                         empty[key].append(elapsed)
             for key in order:
                 elapsed, report = await timed_tick(pools[key], slot_at + timedelta(seconds=1),
-                                                   batch_size)
-                results.append(f"day {day} {key}: admitted={report.admitted}")
+                                                   batch_size, statements[key] if day else None)
+                checks.append(f"day {day} {key}: admitted={report.admitted}")
                 assert report.admitted == due_count, report
                 if day > 0:
                     busy[key].append(elapsed)
-    log("idle: done")
-    return IdleResult(idle, due_count, checks, empty, busy, results)
+    return IdleResult(idle, due_count, seed_checks, empty, busy, statements, empty_statements,
+                      checks)
 
 
 # ---------------------------------------------------------------- report
@@ -718,52 +838,74 @@ def _cell(text: str, width: int) -> str:
 
 
 def seconds(value: float | None) -> str:
-    """A duration, 3 significant decimals."""
+    """A duration, 3 decimals."""
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def median_of(values: Sequence[float | None]) -> float | None:
+    """Median of the known values."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def spread(values: Sequence[float]) -> str:
+    """``median (min-max)``."""
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
 def admission_table(results: Sequence[SizeResult]) -> str:
-    """Part 1 and 2."""
+    """Parts 1 and 2: medians over the repeats."""
     rows = []
     for r in results:
-        raw = r.n / r.raw_seconds
-        for run in r.runs:
-            rate = r.n / run.wall
-            rows.append([f"{r.n:,}", f"{run.supervisors} supervisor(s)", seconds(run.wall),
-                         f"{rate:,.0f}", f"{rate / raw:.0%}", seconds(run.supervisor_cpu),
-                         seconds(run.server_cpu), str(run.lost_race),
-                         "ok" if run.check_ok and run.admitted == r.n else "FAILED"])
-        rows.append([f"{r.n:,}", "raw unnest insert", seconds(r.raw_seconds), f"{raw:,.0f}",
-                     "100%", "", "", "", r.raw_check.split(":")[0]])
-    return table(["N", "who", "wall s", "rows/s", "vs raw", "sup CPU s", "PG CPU s",
-                  "lost_race", "check"], rows)
+        raw_wall = statistics.median(x.wall for x in r.raws)
+        raw = r.n / raw_wall
+        for supervisors, runs in r.runs.items():
+            wall = statistics.median(x.wall for x in runs)
+            rate = r.n / wall
+            ok = all(x.check_ok and x.admitted == r.n for x in runs)
+            rows.append([
+                f"{r.n:,}", f"tick, {supervisors} supervisor(s)", spread([x.wall for x in runs]),
+                f"{rate:,.0f}", f"{rate / raw:.0%}",
+                seconds(median_of([x.supervisor_cpu for x in runs])),
+                seconds(median_of([x.server_cpu for x in runs])),
+                f"{statistics.median(x.lost_race for x in runs):,.0f}",
+                "ok" if ok else "FAILED"])
+        rows.append([f"{r.n:,}", "raw unnest insert", spread([x.wall for x in r.raws]),
+                     f"{raw:,.0f}", "100%", "", seconds(median_of([x.server_cpu for x in r.raws])),
+                     "", "ok" if all(x.check_ok for x in r.raws) else "FAILED"])
+    return table(["N", "what", "wall s median (min-max)", "rows/s", "vs raw", "sup CPU s",
+                  "PG CPU s", "lost_race", "check"], rows)
 
 
 def split_table(results: Sequence[SizeResult]) -> str:
-    """Part 3: where one in-process tick's time goes."""
+    """Part 3: where one in-process tick's time goes, and the SQL floor."""
     rows = []
     for r in results:
-        s = r.split
+        s, rp = r.split, r.replay
+        raw = r.n / statistics.median(x.wall for x in r.raws)
         read_sql = s.sql_of(READ_SQL)
         admit_sql = sum(v for k, v in s.sql.items() if k not in READ_SQL + SWEEP_SQL)
+        python = s.total - sum(s.sql.values())
         rows.append([
             f"{r.n:,}", seconds(s.total), seconds(read_sql),
             seconds(s.phases["read_due"] - read_sql), seconds(s.phases["plan_tick"]),
             seconds(s.phases["admit"] - admit_sql), seconds(admit_sql),
-            seconds(s.phases["sweep"]), seconds(s.process_cpu), seconds(s.server_cpu),
-            "ok" if s.check_ok else "FAILED",
+            f"{python / s.total:.0%}", seconds(s.process_cpu), seconds(s.server_cpu),
+            seconds(rp.wall), f"{r.n / rp.wall / raw:.0%}", seconds(rp.process_cpu),
+            seconds(rp.server_cpu), "ok" if s.check_ok and rp.check_ok else "FAILED",
         ])
     return table(["N", "tick s", "read SQL", "read py", "plan_tick py", "admit py", "admit SQL",
-                  "sweep", "py CPU s", "PG CPU s", "check"], rows)
+                  "py share", "py CPU s", "PG CPU s", "replay s", "replay vs raw",
+                  "replay client CPU s", "replay PG CPU s", "check"], rows)
 
 
 def statement_table(results: Sequence[SizeResult]) -> str:
-    """Part 3, SQL detail: seconds per statement (driver encode/decode included)."""
+    """Part 3, SQL detail: ms per 1000 rows per statement (driver encode/decode included)."""
     names = sorted({k for r in results for k in r.split.sql},
                    key=lambda k: -max(r.split.sql.get(k, 0.0) for r in results))
-    rows = [[name, *(f"{r.split.sql.get(name, 0.0):.3f} ({r.split.calls.get(name, 0)})"
-                     for r in results)] for name in names]
-    return table(["statement", *(f"N={r.n:,} s (calls)" for r in results)], rows)
+    rows = [[name, *(f"{r.split.sql.get(name, 0.0) * 1000 / (r.n / 1000):.1f}"
+                     f" ({r.split.calls.get(name, 0)})" for r in results)] for name in names]
+    return table(["statement", *(f"N={r.n:,}: ms per 1000 rows (calls)" for r in results)], rows)
 
 
 def idle_table(result: IdleResult) -> str:
@@ -777,6 +919,17 @@ def idle_table(result: IdleResult) -> str:
                   "overhead", "samples each"], rows)
 
 
+def idle_statement_table(label: str, statements: dict[str, dict[str, list[float]]]) -> str:
+    """Part 4, per statement of a tick (medians, ms; timers add a few µs per statement)."""
+    names = sorted(statements["with"], key=lambda k: -statistics.median(statements["with"][k]))
+    rows = []
+    for name in names:
+        without = statistics.median(statements["without"].get(name) or [0.0]) * 1000
+        with_ = statistics.median(statements["with"][name]) * 1000
+        rows.append([name, f"{without:.3f}", f"{with_:.3f}", f"{with_ - without:+.3f}"])
+    return table([f"statement ({label})", "without ms", "with ms", "difference ms"], rows)
+
+
 def print_report(header: list[str], results: Sequence[SizeResult],
                  idle: IdleResult | None) -> None:
     """Everything, on stdout."""
@@ -787,21 +940,28 @@ def print_report(header: list[str], results: Sequence[SizeResult],
         print("\nSeed checks (clones identical to the public-path template but for ids):")
         for r in results:
             print(f"  N={r.n:,}: {r.seed_check}")
-        print("Admission checks (tasks == distinct idempotency keys == admitted occurrences == N):")
+        print("Admission checks (tasks == distinct idempotency keys == occurrences == admitted"
+              " == N, still_due == 0), per run:")
         for r in results:
-            for run in r.runs:
-                parts = ", ".join(f"{p['actor']}: admitted={p['admitted']} planned={p['planned']}"
-                                  f" lost_race={p['lost_race']} {p['end'] - p['start']:.3f}s"
-                                  for p in run.per_process)
-                print(f"  N={r.n:,} x{run.supervisors}: {run.check} [{parts}]")
-            print(f"  N={r.n:,} split: {r.split.check}; raw: {r.raw_check}")
-        print("\n## 3. Split of a 1-supervisor tick (in-process, timers around phases and SQL)\n")
+            for supervisors, runs in r.runs.items():
+                for run in runs:
+                    parts = ", ".join(f"{p['actor']}: admitted={p['admitted']} "
+                                      f"planned={p['planned']} lost_race={p['lost_race']} "
+                                      f"{p['end'] - p['start']:.3f}s" for p in run.per_process)
+                    print(f"  N={r.n:,} x{supervisors}: {run.check} [{parts}]")
+            print(f"  N={r.n:,} split: {'ok' if r.split.check_ok else 'FAILED'}; replay: "
+                  f"{'ok' if r.replay.check_ok else 'FAILED'}")
+        print("\n## 3. Split of a 1-supervisor tick (in-process timers) and its SQL replayed\n")
         print(split_table(results))
         print()
         print(statement_table(results))
     if idle is not None:
         print(f"\n## 4. Tick time without / with {idle.idle:,} idle definitions\n")
         print(idle_table(idle))
+        print()
+        print(idle_statement_table("tick, nothing due", idle.empty_statements))
+        print()
+        print(idle_statement_table(f"tick, {idle.due:,} due", idle.statements))
         print("\nSeed checks: " + "; ".join(idle.seed_checks))
         print("Due ticks: " + "; ".join(idle.checks))
 
@@ -809,14 +969,17 @@ def print_report(header: list[str], results: Sequence[SizeResult],
 async def server_header(dsn: str, args: argparse.Namespace) -> list[str]:
     """What the figures were measured on."""
     row = await fetch_one(dsn, "SELECT version() AS v, current_setting('synchronous_commit') AS sc,"
-                               " current_setting('shared_buffers') AS sb")
+                               " current_setting('shared_buffers') AS sb,"
+                               " current_setting('random_page_cost') AS rpc")
     return [
         f"# watchkeeper admission bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"machine: {os.cpu_count()} cores; Python {sys.version.split()[0]}",
+        f"machine: {os.cpu_count()} cores; Python {sys.version.split()[0]}; "
+        f"asyncpg {asyncpg.__version__}",
         f"server: {row['v']}",
-        f"synchronous_commit={row['sc']} shared_buffers={row['sb']}; tick batch_size="
-        f"{args.batch_size}; raw batch={RAW_BATCH}",
-        "supervisor = one spawned OS process, one tick, own Database.open pool",
+        f"synchronous_commit={row['sc']} shared_buffers={row['sb']} "
+        f"random_page_cost={row['rpc']}; tick batch_size={args.batch_size}; "
+        f"raw batch={RAW_BATCH}; repeats={args.repeats}",
+        "supervisor = one spawned OS process running one tick with its own Database.open pool",
     ]
 
 
@@ -829,7 +992,7 @@ async def bench(server: str, args: argparse.Namespace) -> None:
     idle = None
     try:
         for n in args.sizes:
-            results.append(await measure_size(dbs, n, args.batch_size, cpu))
+            results.append(await measure_size(dbs, n, args.batch_size, args.repeats, cpu))
         if args.idle > 0:
             idle = await measure_idle(dbs, args.idle, args.idle_due, args.days, args.empty_reps,
                                       args.batch_size)
@@ -845,12 +1008,14 @@ def sizes(text: str) -> list[int]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", type=sizes, default=[1000, 10000, 100000],
                         help="numbers of due definitions (default 1000,10000,100000)")
     parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL") or None,
                         help="server DSN (default DATABASE_URL, else an embedded server)")
     parser.add_argument("--batch-size", type=int, default=1000, help="tick batch_size")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed ticks per supervisor count and raw inserts, per N")
     parser.add_argument("--idle", type=int, default=100_000,
                         help="idle definitions for part 4 (0 skips part 4)")
     parser.add_argument("--idle-due", type=int, default=1000, help="due definitions in part 4")
@@ -861,6 +1026,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 2 <= args.days <= 6:
         parser.error("--days must be 2..6 (the idle definitions fall due on day 7)")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     return args
 
 

@@ -168,7 +168,7 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
         if await tx.fetchrow("user_get", tenant_id, owner_user_id) is None:
             raise NotFound(f"no user {tenant_id}/{owner_user_id}; create it with "
                            f"'watchkeeper users add {tenant_id} {owner_user_id}'")
-        if await tx.fetchval("definition_id_used_elsewhere", definition_id, "user") is not None:
+        if await tx.fetchval("definition_id_is_operator", definition_id) is not None:
             raise Conflict(f"{definition_id!r} is an operator-registered definition id")
         row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
         if row is None:

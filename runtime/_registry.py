@@ -182,7 +182,7 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
     now = clock.now()
     spec, digest = definition.spec(), definition.spec_hash()
     async with db.transaction() as tx:
-        if await tx.fetchval("definition_id_used_elsewhere", definition.id, "operator") is not None:
+        if await tx.fetchval("definition_id_is_user", definition.id) is not None:
             raise Conflict(f"{definition.id!r} is already a user definition id")
         row = await tx.fetchrow("definition_lock", OPERATOR_TENANT, definition.id)
         if row is None:

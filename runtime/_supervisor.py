@@ -122,7 +122,8 @@ class Supervisor:
         self._dead: set[str] = set()
         self._restarts: Counter[str] = Counter()
         self._parked: dict[str, float] = {}
-        self._kicks: dict[str, anyio.Event] = {"work": anyio.Event(), "deliver": anyio.Event()}
+        self._kicks: dict[str, anyio.Event] = {
+            "tick": anyio.Event(), "work": anyio.Event(), "deliver": anyio.Event()}
         self._kickable: dict[str, str] = {}
         self._loops: list[str] = []
         self._uncertain = False
@@ -142,7 +143,9 @@ class Supervisor:
         """
         for definition in self.registry:
             await register(self.db, self.clock, definition)
-        await self._heartbeat_once("running")
+        if self.config.skew_budget is not None:
+            await self._skew_step()  # know the offset before dispatching anything
+        await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
         try:
             async with anyio.create_task_group() as tg:
                 self._scope, self._background = tg.cancel_scope, tg
@@ -172,6 +175,7 @@ class Supervisor:
         cfg = self.config
         loops: list[tuple[str, Callable[[], Awaitable[bool]], float]] = [
             ("tick", self._tick_step, cfg.tick_seconds)]
+        self._kickable["tick"] = "tick"
         for index in range(cfg.workers):
             worker = Worker(self.db, self.clock, self.agents,
                             worker_id=f"{cfg.supervisor_id}/w{index}",
@@ -237,7 +241,7 @@ class Supervisor:
         scope.cancel()
 
     def _kick(self, kind: str) -> None:
-        """Wake the loops waiting for ``kind`` of work ("work" or "deliver") now."""
+        """Wake the loops waiting for ``kind`` ("tick", "work" or "deliver") now."""
         for name, wanted in self._kickable.items():
             if wanted == kind:
                 self._parked.pop(name, None)  # no longer idle, even before it runs
@@ -343,5 +347,8 @@ class Supervisor:
                 self.config.supervisor_id)
         elif self._uncertain and not uncertain:
             log.warning("clock offset back within budget (%.3f s); dispatch resumes", offset)
-        self._uncertain = uncertain
+        was, self._uncertain = self._uncertain, uncertain
+        if was and not uncertain:
+            self._kick("tick")
+            self._kick("work")
         return False

@@ -209,6 +209,7 @@ class PgProxy:
         self._armed: Fault | None = None
         self._pass = 0
         self._connections = self._commits = self._faults = 0
+        self._down = False
 
     async def __aenter__(self) -> PgProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -244,6 +245,17 @@ class PgProxy:
         """Inject nothing."""
         self._armed = None
 
+    async def go_down(self) -> None:
+        """An outage: drop every open connection and refuse new ones until :meth:`go_up`."""
+        self._down = True
+        for link in list(self._links):
+            await link.close()
+            self._links.discard(link)
+
+    def go_up(self) -> None:
+        """End the outage: accept and relay connections again."""
+        self._down = False
+
     def statistics(self) -> ProxyStatistics:
         """A snapshot of what the proxy saw."""
         return ProxyStatistics(self._connections, self._commits, self._faults)
@@ -270,6 +282,9 @@ class PgProxy:
         return fault
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._down:
+            writer.close()
+            return
         self._connections += 1
         link = _Link(reader, writer)
         self._links.add(link)

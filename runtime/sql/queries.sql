@@ -62,8 +62,12 @@ LEFT JOIN definition_revisions r
  AND r.revision = d.effective_revision
 WHERE d.tenant_id = $1 AND d.definition_id = $2;
 
--- name: definition_id_used_elsewhere
-SELECT tenant_id FROM definitions WHERE definition_id = $1 AND origin <> $2 LIMIT 1;
+-- name: definition_id_is_operator
+SELECT tenant_id FROM definitions WHERE tenant_id = '_operator' AND definition_id = $1;
+
+-- name: definition_id_is_user
+-- Registration only (rare): a scan rather than an index every admission would update.
+SELECT tenant_id FROM definitions WHERE definition_id = $1 AND origin = 'user' LIMIT 1;
 
 -- name: definition_insert
 INSERT INTO definitions (tenant_id, definition_id, origin, owner_user_id, status,
@@ -181,6 +185,7 @@ SELECT d.tenant_id, d.definition_id, d.fence, d.cursor_at, d.status, d.effective
 FROM definitions d
 JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, definition_id)
   ON d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
+WHERE d.definition_id = ANY($2::text[])  -- lets the planner use the primary key
 FOR UPDATE OF d SKIP LOCKED;
 
 -- name: tasks_active_for
@@ -189,7 +194,8 @@ FROM tasks t
 JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, definition_id, binding_id)
   ON t.tenant_id = k.tenant_id AND t.definition_id = k.definition_id
  AND t.binding_id = k.binding_id
-WHERE t.status IN ('pending', 'held', 'running', 'suspended', 'review_required');
+WHERE t.status IN ('pending', 'held', 'running', 'suspended', 'review_required')
+  AND t.definition_id = ANY($2::text[]);
 
 -- name: budget_for
 SELECT b.tenant_id, b.definition_id, b.binding_id, b.period_start, b.task_limit, b.used
@@ -272,7 +278,8 @@ SET cursor_at = i.cursor_at, slots_seen = i.slots_seen, next_due_at = i.next_due
     status = i.status, updated_at = $7
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::timestamptz[],
             $6::text[]) AS i (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
-WHERE d.tenant_id = i.tenant_id AND d.definition_id = i.definition_id;
+WHERE d.tenant_id = i.tenant_id AND d.definition_id = i.definition_id
+  AND d.definition_id = ANY($2::text[]);  -- lets the planner use the primary key
 
 -- name: occurrence_get
 SELECT o.*, t.task_id, t.status AS task_status
@@ -341,7 +348,7 @@ WHERE tenant_id = $1 AND task_id = $2 AND status <> 'done';
 
 -- name: lease_renew
 -- Renewal is fenced: only the current token extends the lease.
-UPDATE tasks SET lease_expires_at = $4 + make_interval(secs => $5)
+UPDATE tasks SET lease_expires_at = $4::timestamptz + make_interval(secs => $5::double precision)
 WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
 RETURNING cancel_requested_at;
 
@@ -466,6 +473,7 @@ SELECT d.tenant_id, d.definition_id, d.fence, d.cursor_at, d.status, d.effective
 FROM definitions d
 JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, definition_id)
   ON d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
+WHERE d.definition_id = ANY($2::text[])
 FOR UPDATE OF d;
 
 -- name: task_review_get

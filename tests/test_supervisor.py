@@ -1,0 +1,174 @@
+"""The supervisor's loops with a fake clock against real PostgreSQL: end to end, no
+drift under long runs, restart of a loop after a database outage, and the
+clock-skew budget."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _helpers import confirmed, occurrences, tasks, utc
+from _pgproxy import PgProxy
+
+from runtime._agents import AgentCatalog, AgentContext, AgentResult
+from runtime._clock import FakeClock
+from runtime._db import Database
+from runtime._scheduler import tick
+from runtime._supervisor import LoopDied, Supervisor, SupervisorConfig
+from runtime._worker import Worker
+
+pytestmark = pytest.mark.anyio
+
+
+def config(tmp_path: Path, **changes: Any) -> SupervisorConfig:
+    return SupervisorConfig(home=tmp_path, skew_budget=None, supervisor_id="sup-1", **changes)
+
+
+async def test_end_to_end_three_slots_three_reports_three_notices(db: Database,
+                                                                  tmp_path: Path) -> None:
+    """Each minute the supervisor admits, runs, commits and delivers one report."""
+    clock = FakeClock(utc("2026-06-01T00:00:30Z"))
+    await confirmed(db, clock, {"trigger": {"type": "interval", "every": 60},
+                                "delivery": [{"channel": "file", "destination": "notices.jsonl"}]})
+    supervisor = Supervisor(db, clock, config(tmp_path))
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(supervisor.run)
+            await supervisor.wait_idle()
+            for _ in range(3):
+                clock.advance(30)
+                await supervisor.wait_idle()
+                clock.advance(30)
+                await supervisor.wait_idle()
+            supervisor.stop()
+    stats = supervisor.statistics()
+    assert (stats.admitted, stats.completed, stats.deliveries) == (3, 3, 3)
+    lines = [json.loads(x) for x in (tmp_path / "notices.jsonl").read_text().splitlines()]
+    assert [n["slot"] for n in lines] == ["2026-06-01T00:01:00Z", "2026-06-01T00:02:00Z",
+                                          "2026-06-01T00:03:00Z"]
+    assert len({n["content_sha256"] for n in lines}) == 3
+    heartbeat = await db.pool.fetchrow("SELECT status, heartbeat_at FROM supervisors")
+    assert heartbeat["status"] == "stopped"
+
+
+async def test_a_fifteen_minute_interval_with_92_second_runs_never_drifts(db: Database,
+                                                                          tmp_path: Path) -> None:
+    """Runs taking 92 s do not move the boundaries: :00, :15, :30, next :45."""
+    clock = FakeClock(utc("2026-06-01T08:59:00Z"))
+
+    class Slow:
+        async def run(self, ctx: AgentContext) -> AgentResult:
+            await clock.sleep(92)
+            return AgentResult(f"# {ctx.occurrence.slot}\n")
+
+    catalog = AgentCatalog()
+    catalog.add("slow", Slow())
+    await confirmed(db, clock, {"trigger": {"type": "interval", "every": 900},
+                                "agent": {"name": "slow"}})
+    worker = Worker(db, clock, catalog, worker_id="w", artifact_root=tmp_path)
+    for quarter in ("09:00", "09:15", "09:30"):
+        clock.set_wall(utc(f"2026-06-01T{quarter}:00Z"))
+        assert (await tick(db, clock)).admitted == 1
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run_once)
+            await clock.wait_for_sleepers(3)
+            clock.advance(92)
+    assert [(o["scheduled_for"], o["task_status"]) for o in await occurrences(db)] == [
+        (utc("2026-06-01T09:00Z"), "completed"), (utc("2026-06-01T09:15Z"), "completed"),
+        (utc("2026-06-01T09:30Z"), "completed")]
+    finished = [t["finished_at"] for t in await tasks(db)]
+    assert finished == [utc("2026-06-01T09:01:32Z"), utc("2026-06-01T09:16:32Z"),
+                        utc("2026-06-01T09:31:32Z")]
+    assert await db.pool.fetchval("SELECT next_due_at FROM definitions") == utc("2026-06-01T09:45Z")
+
+
+async def test_loops_restart_after_an_outage_and_the_heartbeat_stops_meanwhile(
+        db: Database, db_dsn: str, tmp_path: Path) -> None:
+    """While PostgreSQL is unreachable every loop is down, restarts with backoff, and no
+    heartbeat is written; once it is back the loops recover and the heartbeat resumes."""
+    clock = FakeClock(utc("2026-06-01T00:00:00Z"))
+    async with PgProxy(db_dsn) as proxy, Database.open(proxy.dsn, migrate=False) as through:
+        supervisor = Supervisor(through, clock, config(tmp_path, restart_limit=50))
+        async with anyio.create_task_group() as tg:
+            await tg.start(supervisor.run)
+            await supervisor.wait_idle()
+            before = await db.pool.fetchval("SELECT heartbeat_at FROM supervisors")
+            await proxy.go_down()
+            clock.advance(5)
+            stats = await supervisor.wait_until(lambda s: len(s.dead_loops) == 5)
+            assert stats.dead_loops == {"tick", "worker-0", "worker-1", "dispatch", "heartbeat"}
+            for _ in range(3):
+                clock.advance(10)
+                await supervisor.wait_idle()
+            assert await db.pool.fetchval("SELECT heartbeat_at FROM supervisors") == before
+            proxy.go_up()
+            clock.advance(30)
+            stats = await supervisor.wait_until(lambda s: not s.dead_loops)
+            assert all(stats.restarts[name] >= 1 for name in stats.dead_loops | {"tick"})
+            clock.advance(5)
+            await supervisor.wait_idle()
+            after = await db.pool.fetchval("SELECT heartbeat_at FROM supervisors")
+            assert after > before
+            supervisor.stop()
+
+
+async def test_a_loop_that_keeps_failing_takes_the_supervisor_down(db_dsn: str,
+                                                                   tmp_path: Path) -> None:
+    """After restart_limit consecutive failures, run() raises LoopDied."""
+    clock = FakeClock(utc("2026-06-01T00:00:00Z"))
+    async with PgProxy(db_dsn) as proxy, Database.open(proxy.dsn, migrate=False) as through:
+        supervisor = Supervisor(through, clock, config(tmp_path, restart_limit=2))
+        with pytest.raises(ExceptionGroup) as info:
+            async with anyio.create_task_group() as tg:
+                await tg.start(supervisor.run)
+                await supervisor.wait_idle()
+                await proxy.go_down()
+                for _ in range(10):
+                    clock.advance(40)
+                    await supervisor.wait_idle()
+        assert info.group_contains(LoopDied)
+
+
+async def test_heartbeat_is_not_written_while_any_loop_is_dead(db: Database,
+                                                               tmp_path: Path) -> None:
+    """The heartbeat step writes nothing while a loop is marked dead."""
+    clock = FakeClock(utc("2026-06-01T00:00:00Z"))
+    supervisor = Supervisor(db, clock, config(tmp_path))
+    supervisor._dead.add("tick")
+    await supervisor._heartbeat_step()
+    assert await db.pool.fetchval("SELECT count(*) FROM supervisors") == 0
+    supervisor._dead.clear()
+    await supervisor._heartbeat_step()
+    assert await db.pool.fetchval("SELECT count(*) FROM supervisors") == 1
+
+
+async def test_beyond_the_clock_skew_budget_nothing_new_is_dispatched(db: Database,
+                                                                      tmp_path: Path) -> None:
+    """A wall clock 5 s ahead of PostgreSQL's: clock_uncertain is recorded and nothing is
+    admitted; once the offset is back within 2 s, the due slot is admitted."""
+    server_now = await db.server_now()
+    clock = FakeClock(server_now - timedelta(seconds=10))
+    anchor = server_now - timedelta(seconds=8)
+    await confirmed(db, clock, {"trigger": {"type": "interval", "every": 60,
+                                            "anchor": anchor.isoformat()}})
+    clock.step_wall(timedelta(seconds=15))  # now 5 s ahead of PostgreSQL, the slot is due
+    supervisor = Supervisor(db, clock, SupervisorConfig(home=tmp_path, skew_budget=2.0,
+                                                        supervisor_id="sup-1"))
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(supervisor.run)
+            stats = await supervisor.wait_idle()
+            assert stats.clock_uncertain and stats.clock_offset is not None and stats.clock_offset > 2
+            assert stats.ticks == 0
+            assert await db.pool.fetchval("SELECT count(*) FROM occurrences") == 0
+            kinds = await db.pool.fetch("SELECT kind FROM schedule_events")
+            assert [r["kind"] for r in kinds] == ["clock_uncertain"]
+            clock.step_wall(timedelta(seconds=-15))  # the advance below adds 10 s back:
+            clock.advance(10)  # the wall clock is then back at PostgreSQL's
+            stats = await supervisor.wait_until(lambda s: s.admitted == 1)
+            assert not stats.clock_uncertain
+            supervisor.stop()
