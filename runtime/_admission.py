@@ -18,7 +18,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -127,6 +127,7 @@ class _Writes:
 async def _apply(tx: Connection, plans: Sequence[Plan], now: datetime, actor: str,
                  report: TickReport, wait: bool) -> _Writes:
     kept, fenced = await _lock(tx, plans, report, wait)
+    kept = await _require_real_owners(tx, kept)
     verdicts = await _decide(tx, kept, now)
     claimed = await _claim(tx, kept, verdicts, now, actor)
     await _insert_tasks(tx, kept, verdicts, claimed, now, report)
@@ -156,6 +157,29 @@ async def _lock(tx: Connection, plans: Sequence[Plan], report: TickReport,
 
 
 _Key = tuple[str, str, str]
+
+
+async def _require_real_owners(tx: Connection, plans: list[Plan]) -> list[Plan]:
+    """Operator bindings must name real users (no synthetic actor, seed 001): a plan
+    with an unknown owner claims nothing and records why."""
+    wanted = {(c.tenant_id, c.binding.owner_user_id) for p in plans if p.due.origin == "operator"
+              for c in p.candidates if c.binding is not None}
+    if not wanted:
+        return plans
+    pairs = sorted(wanted)
+    rows = await tx.fetch("users_existing", [t for t, _ in pairs], [u for _, u in pairs])
+    missing = wanted - {(r["tenant_id"], r["user_id"]) for r in rows}
+    if not missing:
+        return plans
+    out = []
+    for plan in plans:
+        unknown = sorted({(c.tenant_id, c.binding.owner_user_id) for c in plan.candidates
+                          if c.binding is not None} & missing)
+        if unknown:
+            names = ", ".join(f"{t}/{u}" for t, u in unknown)
+            plan = replace(plan, candidates=(), bindings_error=f"owner user(s) {names} do not exist")
+        out.append(plan)
+    return out
 
 
 async def _decide(tx: Connection, plans: Sequence[Plan], now: datetime

@@ -191,7 +191,8 @@ class DigestAgent:
 class CommandAgent:
     """Runs ``argv`` with the context JSON on stdin; stdout is the markdown report.
 
-    A JSON object on stdout (``{"report": ..., "importance": ...}``) is accepted too.
+    A JSON object on stdout (``{"report": ..., "importance": "low|normal|high",
+    "artifact": "/path"}``) is accepted too.
 
     Raises (from :meth:`run`):
         RuntimeError: non-zero exit status (with the tail of stderr).
@@ -213,8 +214,11 @@ class CommandAgent:
             data = json.loads(text)
         except ValueError:
             return AgentResult(text, Importance.NORMAL, Usage(tool_attempts=1))
+        if not isinstance(data, dict):
+            return AgentResult(text, Importance.NORMAL, Usage(tool_attempts=1))
+        artifact = data.get("artifact")
         return AgentResult(str(data.get("report", "")), Importance(data.get("importance", "normal")),
-                           Usage(tool_attempts=1))
+                           Usage(tool_attempts=1), Path(artifact) if artifact else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,6 +196,37 @@ def users_add(
     sys.stdout.write(token + "\n")
 
 
+@users_app.command("list")
+def users_list(tenant: Annotated[str | None, typer.Option()] = None,
+               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List users (never their tokens)."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return [dict(r) for r in await db.fetch("users_list", tenant)]
+    rows = _with_db(run)
+    if as_json:
+        _json(rows)
+        return
+    for r in rows:
+        out.print(f"{r['tenant_id']}/{r['user_id']}  {r['display_name']}  zone {r['zone']}")
+
+
+@app.command("status")
+def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Supervisors known to the database: heartbeat, status, clock offset."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return [dict(r) for r in await db.fetch("supervisors_list")]
+    rows = _with_db(run)
+    if as_json:
+        _json(rows)
+        return
+    if not rows:
+        out.print("no supervisor has run against this database yet")
+    for r in rows:
+        offset = "" if r["clock_offset_ms"] is None else f", clock offset {r['clock_offset_ms']:.0f} ms"
+        out.print(f"{r['supervisor_id']}: {r['status']}, last heartbeat "
+                  f"{format_utc(r['heartbeat_at'])}{offset}")
+
+
 @app.command("propose")
 def propose_cmd(
     spec_file: Path,

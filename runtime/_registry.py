@@ -32,9 +32,9 @@ from triggers import (
 )
 
 from ._clock import Clock
-from ._db import Database
+from ._db import Connection, Database
 from ._definitions import EPSILON
-from ._errors import Conflict
+from ._errors import Conflict, NotFound
 
 __all__ = ["Registry", "RunContext", "ScheduleDef", "register"]
 
@@ -170,6 +170,21 @@ class Registry:
         return len(self._defs)
 
 
+async def _require_owners(tx: Connection, definition: ScheduleDef) -> None:
+    """Static bindings must name users that exist (no synthetic actor)."""
+    static = definition.static_bindings or ()
+    pairs = sorted({(b.tenant_id, b.owner_user_id) for b in static})
+    if not pairs:
+        return
+    rows = await tx.fetch("users_existing", [t for t, _ in pairs], [u for _, u in pairs])
+    missing = set(pairs) - {(r["tenant_id"], r["user_id"]) for r in rows}
+    if missing:
+        first = sorted(missing)[0]
+        raise NotFound(f"{definition.id}: owner user(s) {', '.join(f'{t}/{u}' for t, u in sorted(missing))}"
+                       f" do not exist; create them first, e.g. "
+                       f"'watchkeeper users add {first[0]} {first[1]}'")
+
+
 async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
     """Store ``definition`` under the operator pseudo-tenant; return its effective
     revision. Re-registering an identical definition changes nothing; a changed one
@@ -178,12 +193,14 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
     Raises:
         Conflict: the id is used by a user-confirmed definition.
         Conflict: the definition has no occurrence after now.
+        NotFound: a static binding's owner user does not exist.
     """
     now = clock.now()
     spec, digest = definition.spec(), definition.spec_hash()
     async with db.transaction() as tx:
         if await tx.fetchval("definition_id_is_user", definition.id) is not None:
             raise Conflict(f"{definition.id!r} is already a user definition id")
+        await _require_owners(tx, definition)
         row = await tx.fetchrow("definition_lock", OPERATOR_TENANT, definition.id)
         if row is None:
             await tx.execute("tenant_ensure", OPERATOR_TENANT, now)

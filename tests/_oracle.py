@@ -81,9 +81,9 @@ class Oracle:
             if self.fixed and run_after and offset > previous_offset:
                 out.extend(self._after_gap(t, tz, previous_offset, offset))
             wall = local.replace(tzinfo=None)
-            if self.matches(wall) and (not self.fixed or local.fold == 0):
-                if not out or out[-1] != t:
-                    out.append(t)
+            fires = self.matches(wall) and (not self.fixed or local.fold == 0)
+            if fires and (not out or out[-1] != t):
+                out.append(t)
             previous_offset = offset
             t += timedelta(minutes=1)
         return out

@@ -10,6 +10,7 @@ import pytest
 from _helpers import confirmed, decisions, definition, events, occurrences, owner, tasks, utc
 
 from runtime._admission import admit
+from runtime._agents import AgentCatalog
 from runtime._clock import FakeClock
 from runtime._db import Database
 from runtime._definitions import confirm, propose
@@ -18,7 +19,6 @@ from runtime._registry import Registry
 from runtime._scheduler import tick
 from runtime._tick import plan_tick, read_due
 from runtime._worker import Worker
-from runtime._agents import AgentCatalog
 from triggers import jitter_offset, parse_spec
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,10 @@ Transition instants used below (tzdata 2026):
 - Australia/Lord_Howe (30 min): 2026-04-04T15:00Z (02:00 +11 -> 01:30 +10:30),
   2026-10-03T15:30Z (02:00 +10:30 -> 02:30 +11)
 - Antarctica/Troll (2 h): 2026-03-29T01:00Z (01:00 +00 -> 03:00 +02), 2026-10-25T01:00Z (03:00 -> 01:00)
-- America/Santiago (midnight): 2026-04-05T03:00Z (00:00 -03 -> 23:00 -04), 2026-09-06T04:00Z (00:00 -04 -> 01:00 -03)
-- Asia/Beirut (midnight): 2026-03-28T22:00Z (00:00 +02 -> 01:00 +03), 2026-10-24T21:00Z (00:00 +03 -> 23:00 +02)
+- America/Santiago (midnight): 2026-04-05T03:00Z (00:00 -03 -> 23:00 -04),
+  2026-09-06T04:00Z (00:00 -04 -> 01:00 -03)
+- Asia/Beirut (midnight): 2026-03-28T22:00Z (00:00 +02 -> 01:00 +03),
+  2026-10-24T21:00Z (00:00 +03 -> 23:00 +02)
 - Pacific/Apia: 2011-12-30 does not exist (2011-12-29T23:59:59-10:00 is followed by 2011-12-31T00:00+14:00)
 """
 
@@ -21,8 +23,8 @@ import pytest
 from triggers import (
     CronExpression,
     CronSchedule,
-    NoOccurrenceError,
     NonAdvancingScheduleError,
+    NoOccurrenceError,
     Slot,
     SlotSkip,
     SpecError,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pgproxy import Fault, PgProxy
 
 from runtime._agents import AgentCatalog
 from runtime._clock import FakeClock
@@ -29,7 +30,6 @@ from runtime._definitions import UserPrincipal, add_user, authenticate, confirm,
 from runtime._manual import trigger_now
 from runtime._scheduler import tick
 from runtime._worker import Worker
-from _pgproxy import Fault, PgProxy
 from triggers import parse_spec
 
 pytestmark = pytest.mark.anyio

@@ -11,9 +11,9 @@ from _helpers import confirmed, utc
 
 from runtime._clock import FakeClock
 from runtime._db import Database
-from runtime._errors import Conflict
+from runtime._definitions import OPERATOR, add_user
+from runtime._errors import Conflict, NotFound
 from runtime._manual import trigger_now
-from runtime._definitions import OPERATOR
 from runtime._registry import Registry, RunContext, ScheduleDef, register
 from runtime._scheduler import tick
 from triggers import Binding, BindingSetError, SpecError
@@ -37,10 +37,17 @@ def rank_check(**changes: Any) -> ScheduleDef:
     return ScheduleDef(**fields)
 
 
+async def owners(db: Database, clock: FakeClock) -> None:
+    """The binding owners of the rank check: real users in their tenants."""
+    await add_user(db, clock, "org_acme", "user_acme_owner")
+    await add_user(db, clock, "org_globex", "user_globex_owner")
+
+
 async def test_one_cadence_fans_out_to_every_binding(db: Database) -> None:
     """Monday 09:00 London: one occurrence and one task per (tenant, binding), each owned
     by its real user, each with its own deterministic jitter."""
     clock = FakeClock(utc("2026-11-27T00:00:00Z"))
+    await owners(db, clock)
     assert await register(db, clock, rank_check()) == 1
     clock.set_wall(utc("2026-11-30T09:01:00Z"))
     report = await tick(db, clock)
@@ -58,6 +65,7 @@ async def test_one_cadence_fans_out_to_every_binding(db: Database) -> None:
 async def test_registering_again_replaces_and_never_duplicates(db: Database) -> None:
     """Same definition: same revision, no fence change; changed cron: a new revision."""
     clock = FakeClock(utc("2026-11-27T00:00:00Z"))
+    await owners(db, clock)
     assert await register(db, clock, rank_check()) == 1
     assert await register(db, clock, rank_check()) == 1
     assert await register(db, clock, rank_check(cron="0 10 * * 1")) == 2
@@ -191,6 +199,7 @@ async def test_a_run_claim_that_outlives_its_stale_after_is_marked_stale(db: Dat
 async def test_manual_trigger_reaches_one_binding(db: Database) -> None:
     """trigger-now on one (tenant, binding) of a registered definition claims only it."""
     clock = FakeClock(utc("2026-11-27T00:00:00Z"))
+    await owners(db, clock)
     await register(db, clock, rank_check())
     result = await trigger_now(db, clock, OPERATOR, "_operator", "seo.weekly-rank-check",
                                binding=("org_globex", "globex"))
@@ -207,3 +216,24 @@ async def test_user_and_operator_ids_never_collide(db: Database) -> None:
                     definition_id="seo.weekly-rank-check")
     with pytest.raises(Conflict, match="already a user definition id"):
         await register(db, clock, rank_check())
+
+
+async def test_bindings_must_name_real_owner_users(db: Database) -> None:
+    """A static binding with an unknown owner is refused at registration; a resolved one
+    claims nothing and records why."""
+    clock = FakeClock(utc("2026-11-27T00:00:00Z"))
+    with pytest.raises(NotFound, match="users add org_acme user_acme_owner"):
+        await register(db, clock, rank_check())
+    await add_user(db, clock, "org_acme", "user_acme_owner")
+
+    async def resolver() -> list[dict[str, str]]:
+        return [{"tenant_id": "org_acme", "binding_id": "acme", "owner_user_id": "user_acme_owner"},
+                {"tenant_id": "org_acme", "binding_id": "ghost", "owner_user_id": "nobody"}]
+
+    definition = rank_check(bindings=resolver)
+    await register(db, clock, definition)
+    clock.set_wall(utc("2026-11-30T09:01:00Z"))
+    await tick(db, clock, Registry([definition]))
+    assert await db.pool.fetchval("SELECT count(*) FROM occurrences") == 0
+    reason = await db.pool.fetchval("SELECT reason FROM schedule_events")
+    assert reason == "owner user(s) org_acme/nobody do not exist"

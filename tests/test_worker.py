@@ -243,9 +243,10 @@ async def test_effect_with_unknown_outcome_makes_the_task_unknown(db: Database,
     """A worker that started an effect and lost its lease: the taker-over does not rerun it;
     the task becomes unknown for reconciliation by the effect's key."""
     clock = FakeClock(utc(START))
-    hang = anyio.Event()
+    hang, started = anyio.Event(), anyio.Event()
 
     async def send(key: str) -> None:
+        started.set()
         await hang.wait()
 
     async def behaviour(ctx: AgentContext) -> AgentResult:
@@ -260,8 +261,8 @@ async def test_effect_with_unknown_outcome_makes_the_task_unknown(db: Database,
         claimed = await first.claim()
         assert claimed is not None
         tg.start_soon(first.execute, claimed)
-        while await db.pool.fetchval("SELECT count(*) FROM effects") == 0:
-            await anyio.sleep(0.01)
+        await started.wait()  # the effect is recorded 'started' and in flight
+        assert await db.pool.fetchval("SELECT status FROM effects") == "started"
         clock.advance(61)
         outcome = await rival.run_once()
         assert outcome is not None and outcome.status == "unknown"
@@ -405,3 +406,25 @@ async def test_trusted_schedule_fields_reach_the_agent(db: Database, tmp_path: P
 
 
 
+
+
+async def test_a_task_held_for_review_is_approved_into_a_late_run(db: Database,
+                                                                  tmp_path: Path) -> None:
+    """review_late at dispatch: the task waits in review_required; approval runs it late."""
+    from runtime._manual import review
+
+    clock = FakeClock(utc(START))
+
+    async def ok(ctx: AgentContext) -> AgentResult:
+        return AgentResult(f"# late={ctx.occurrence.late}\n")
+
+    catalog, task = await admitted_task(db, clock, Scripted(ok), tmp_path,
+                                        lateness={"policy": "review_late"})
+    clock.advance(20 * 60)
+    w = worker(db, clock, catalog, tmp_path, "A")
+    assert (await w.run_once()).status == "review_required"  # type: ignore[union-attr]
+    assert await w.run_once() is None
+    assert await review(db, clock, OPERATOR, "acme", "d1", task["slot"], approve=True) == "admitted"
+    done = await w.run_once()
+    assert done is not None and done.status == "completed"
+    assert await db.pool.fetchval("SELECT content_md FROM reports") == "# late=True\n"

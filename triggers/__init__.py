@@ -29,7 +29,6 @@ from ._cron import CronSchedule as CronSchedule
 from ._cron import DstGap as DstGap
 from ._decisions import ActiveTask as ActiveTask
 from ._decisions import AdmissionVerdict as AdmissionVerdict
-from ._decisions import decide_admission as decide_admission
 from ._decisions import BudgetState as BudgetState
 from ._decisions import Decision as Decision
 from ._decisions import EventKind as EventKind
@@ -40,13 +39,14 @@ from ._decisions import OverrunVerdict as OverrunVerdict
 from ._decisions import Period as Period
 from ._decisions import Timing as Timing
 from ._decisions import budget_period as budget_period
+from ._decisions import decide_admission as decide_admission
 from ._decisions import decide_budget as decide_budget
 from ._decisions import decide_lateness as decide_lateness
 from ._decisions import decide_overrun as decide_overrun
 from ._decisions import jitter_offset as jitter_offset
 from ._decisions import occurrence_timing as occurrence_timing
-from ._errors import NoOccurrenceError as NoOccurrenceError
 from ._errors import NonAdvancingScheduleError as NonAdvancingScheduleError
+from ._errors import NoOccurrenceError as NoOccurrenceError
 from ._errors import SpecError as SpecError
 from ._errors import TriggerError as TriggerError
 from ._preview import PreviewItem as PreviewItem
@@ -81,7 +81,8 @@ __all__ = [
     "OPERATOR_TENANT", "RESERVED_PARAM_KEYS", "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
     "IntervalSchedule", "due_window", "CronExpression", "CronSchedule", "DstGap", "ActiveTask",
-    "BudgetState", "Decision", "AdmissionVerdict", "decide_admission", "EventKind", "LatenessVerdict", "LatePolicy", "OverrunPolicy",
+    "BudgetState", "Decision", "AdmissionVerdict", "decide_admission", "EventKind",
+    "LatenessVerdict", "LatePolicy", "OverrunPolicy",
     "OverrunVerdict", "Period", "Timing", "budget_period", "decide_budget", "decide_lateness",
     "decide_overrun", "jitter_offset", "occurrence_timing", "NoOccurrenceError",
     "NonAdvancingScheduleError", "SpecError", "TriggerError", "PreviewItem", "preview", "Slot",

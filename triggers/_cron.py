@@ -29,7 +29,7 @@ from typing import Literal
 
 from croniter import CroniterBadCronError, CroniterError, croniter
 
-from ._errors import NoOccurrenceError, NonAdvancingScheduleError, SpecError
+from ._errors import NonAdvancingScheduleError, NoOccurrenceError, SpecError
 from ._slots import Slot, SlotSkip, cron_slot_key
 from ._zones import WallKind, WallTime, classify_wall, load_zone
 
@@ -305,9 +305,9 @@ def _emit_after(slots: Iterator[Slot], after: datetime) -> Iterator[Slot]:
     for slot in slots:
         if slot.scheduled_for <= after:
             continue
-        if slot.fires and last_fire is not None and slot.scheduled_for == last_fire:
-            if slot.note and slot.note.endswith(_RUN_AFTER):
-                continue  # several nonexistent times mapped to one instant fire once
+        merged = slot.fires and last_fire is not None and slot.scheduled_for == last_fire
+        if merged and slot.note and slot.note.endswith(_RUN_AFTER):
+            continue  # several nonexistent times mapped to one instant fire once
         if slot.scheduled_for < last_any or (
             slot.fires and last_fire is not None and slot.scheduled_for <= last_fire
         ):

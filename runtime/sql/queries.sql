@@ -102,9 +102,6 @@ FROM definition_revisions
 WHERE tenant_id = $1 AND definition_id = $2
 ORDER BY revision;
 
--- name: spec_by_hash
-SELECT spec, registration FROM definition_revisions WHERE spec_hash = $1 LIMIT 1;
-
 -- name: revision_confirm
 UPDATE definition_revisions SET status = 'confirmed', confirmed_by = $4, confirmed_at = $5
 WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3 AND status = 'proposed';
@@ -483,10 +480,11 @@ WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
 FOR UPDATE;
 
 -- name: task_review_decide
+-- The dispatch that stopped for review ran nothing: an approved task starts afresh (late).
 UPDATE tasks
-SET status = $3, status_reason = $4, late = true, not_before = $5, finished_at = CASE
-        WHEN $3 = 'expired' THEN $5 ELSE NULL END,
-    lease_token = NULL
+SET status = $3::text, status_reason = $4, late = true, not_before = $5::timestamptz,
+    finished_at = CASE WHEN $3::text = 'expired' THEN $5::timestamptz END,
+    lease_token = NULL, attempts = 0, started_at = NULL, deadline_at = NULL
 WHERE tenant_id = $1 AND task_id = $2 AND status = 'review_required';
 
 -- name: occurrence_review_decide
@@ -582,3 +580,8 @@ FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2;
 
 -- name: backend_alive
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2);
+
+-- name: users_existing
+SELECT u.tenant_id, u.user_id FROM users u
+JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, user_id)
+  ON u.tenant_id = k.tenant_id AND u.user_id = k.user_id;

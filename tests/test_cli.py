@@ -1,0 +1,177 @@
+"""The command line as a user runs it: a subprocess per command, against the test's
+database (DATABASE_URL) and a temporary WATCHKEEPER_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from runtime._db import Database
+
+pytestmark = pytest.mark.anyio
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+async def cli(*args: str, dsn: str | None, home: Path, check: bool = True) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["WATCHKEEPER_HOME"] = str(home)
+    env["COLUMNS"] = "200"
+    if dsn is not None:
+        env["DATABASE_URL"] = dsn
+    result = await anyio.run_process([sys.executable, "-m", "runtime", *args], env=env,
+                                     check=False)
+    out, err = result.stdout.decode(), result.stderr.decode()
+    if check and result.returncode != 0:
+        raise AssertionError(f"watchkeeper {' '.join(args)} exited {result.returncode}:\n{err}")
+    return result.returncode, out, err
+
+
+async def test_preview_json_is_the_stable_contract(tmp_path: Path) -> None:
+    """scheduled_for ends in Z, local has the offset, slots are strictly after --after."""
+    _, out, _ = await cli("preview", "--cron", "*/45 * * * *", "--tz", "Europe/Berlin",
+                          "--after", "2026-03-29T00:00:00Z", "--count", "4", "--json",
+                          dsn=None, home=tmp_path)
+    items = json.loads(out)
+    assert [(i["scheduled_for"], i["local"], i["slot"]) for i in items] == [
+        ("2026-03-29T00:45:00Z", "2026-03-29T01:45:00+01:00", "2026-03-29T01:45[Europe/Berlin]"),
+        ("2026-03-29T01:00:00Z", "2026-03-29T03:00:00+02:00", "2026-03-29T03:00[Europe/Berlin]"),
+        ("2026-03-29T01:45:00Z", "2026-03-29T03:45:00+02:00", "2026-03-29T03:45[Europe/Berlin]"),
+        ("2026-03-29T02:00:00Z", "2026-03-29T04:00:00+02:00", "2026-03-29T04:00[Europe/Berlin]"),
+    ]
+    assert items[1]["note"] and "+01:00 to +02:00" in items[1]["note"]
+    assert {tuple(sorted(i)) for i in items} == {("local", "note", "runs", "scheduled_for", "slot")}
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["--cron", "0 0 31 2 *", "--tz", "UTC"], "trigger.expr: '0 0 31 2 *' never fires"),
+     (["--at", "2020-01-01T00:00", "--tz", "UTC"], "no occurrence after"),
+     (["--cron", "0 9 * * 1"], "trigger.zone: no time zone given"),
+     (["--cron", "0 9 * * 1", "--tz", "Mars/Base"], "unknown time zone 'Mars/Base'"),
+     (["--every", "30"], "trigger.every: 30 s is under the minimum resolution of 60 s"),
+     (["--at", "2026-03-29T02:30", "--tz", "Europe/Berlin"], "does not exist in Europe/Berlin")],
+)
+async def test_preview_errors_exit_2_with_the_reason_on_stderr(tmp_path: Path, args: list[str],
+                                                                words: str) -> None:
+    """Bad or empty schedules exit non-zero and say why on stderr."""
+    code, out, err = await cli("preview", *args, dsn=None, home=tmp_path, check=False)
+    assert code == 2
+    assert out == ""
+    assert words in " ".join(err.split())
+
+
+async def test_propose_confirm_trigger_tick_history(db: Database, db_dsn: str,
+                                                    tmp_path: Path) -> None:
+    """The whole user path: token, proposal, confirmation with the hash, a manual run,
+    one tick that runs it, and the history with the six facts."""
+    _, out, _ = await cli("users", "add", "demo", "alice", dsn=db_dsn, home=tmp_path)
+    token = out.strip().splitlines()[-1]
+    assert token.startswith("wk_")
+    _, out, _ = await cli("propose", str(EXAMPLES / "holdings_review.toml"), "--tenant", "demo",
+                          "--id", "holdings", "--owner", "alice", "--json", dsn=db_dsn, home=tmp_path)
+    proposal = json.loads(out)
+    assert (proposal["revision"], proposal["needs_confirmation"]) == (1, True)
+    assert all(item["local"].endswith(("+01:00", "+02:00")) for item in proposal["next"])
+    code, _, err = await cli("confirm", "holdings", "--revision", "1", "--spec-hash", "f" * 64,
+                             "--token", token, dsn=db_dsn, home=tmp_path, check=False)
+    assert code == 5 and "spec hash mismatch" in err
+    await cli("confirm", "holdings", "--revision", "1", "--spec-hash", proposal["spec_hash"],
+              "--token", token, dsn=db_dsn, home=tmp_path)
+    _, out, _ = await cli("list", "--json", "--tenant", "demo", dsn=db_dsn, home=tmp_path)
+    (row,) = json.loads(out)
+    assert (row["definition_id"], row["status"], row["effective_revision"]) == ("holdings", "active", 1)
+    _, out, _ = await cli("trigger", "holdings", "--token", token, dsn=db_dsn, home=tmp_path)
+    assert "manual" in out and "admitted" in out
+    _, out, _ = await cli("tick", dsn=db_dsn, home=tmp_path)
+    assert json.loads(out)["tasks"] == {"completed": 1}
+    _, out, _ = await cli("history", "holdings", "--tenant", "demo", "--json", dsn=db_dsn,
+                          home=tmp_path)
+    (entry,) = json.loads(out)["entries"]
+    assert (entry["kind"], entry["decision"], entry["task_status"], entry["verified"]) == (
+        "manual", "admitted", "completed", True)
+    assert [d["status"] for d in entry["deliveries"]] == ["delivered"]
+    notice = json.loads((tmp_path / "holdings-notices.jsonl").read_text())
+    assert notice["report_ref"] == f"report:demo/{entry['task_id']}"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [('version = 1\n[trigger]\ntype = "cron"\nexpr = "61 9 * * *"\nzone = "UTC"\n', "trigger.expr"),
+     ('version = 1\n[trigger]\ntype = "cron"\nexpr = "0 9 * * *"\nzone = "Europe/Narnia"\n',
+      "trigger.zone"),
+     ('version = 1\n[trigger]\ntype = "cron"\nexpr = "0 9 * * *"\n', "trigger.zone"),
+     ('version = 1\n[trigger]\ntype = "interval"\nevery = 30\n', "trigger.every"),
+     ('version = 1\n[trigger]\ntype = "condition"\n', "trigger.type"),
+     ('version = 7\n[trigger]\ntype = "cron"\n', "version"),
+     ('version = 1\n[trigger\n', "file")],
+)
+async def test_bad_specs_are_refused_and_store_nothing(db: Database, db_dsn: str, tmp_path: Path,
+                                                       spec: str, field: str) -> None:
+    """Each bad spec exits 2 naming the field; no definition or revision is stored."""
+    await cli("users", "add", "demo", "alice", dsn=db_dsn, home=tmp_path)
+    path = tmp_path / "bad.toml"
+    path.write_text(spec)
+    code, _, err = await cli("propose", str(path), "--tenant", "demo", "--id", "x", "--owner",
+                             "alice", dsn=db_dsn, home=tmp_path, check=False)
+    assert code == 2
+    assert f"error: {field}" in " ".join(err.split())
+    assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [('[[definitions]]\nid = "x"\ncron = "0 9 * * 1"\nzone = "UTC"\nevery = 60\n'
+      '[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\nowner_user_id = "u"\n', "cron"),
+     ('[[definitions]]\nid = "x"\n[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\n'
+      'owner_user_id = "u"\n', "cron")],
+)
+async def test_register_needs_exactly_one_cadence(db: Database, db_dsn: str, tmp_path: Path,
+                                                  body: str, field: str) -> None:
+    """Both or neither of cron and every: exit 2, nothing stored."""
+    path = tmp_path / "ops.toml"
+    path.write_text(body)
+    code, _, err = await cli("register", str(path), dsn=db_dsn, home=tmp_path, check=False)
+    assert code == 2 and f"error: {field}: declare exactly one of cron and every" in err
+    assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 0
+
+
+async def test_register_the_weekly_rank_check_example(db: Database, db_dsn: str,
+                                                      tmp_path: Path) -> None:
+    """The example registers once per run of the command, never duplicating."""
+    for tenant, user in (("org_acme", "user_acme_owner"), ("org_globex", "user_globex_owner")):
+        await cli("users", "add", tenant, user, dsn=db_dsn, home=tmp_path)
+    for _ in range(2):
+        _, out, _ = await cli("register", str(EXAMPLES / "weekly_rank_check.toml"), dsn=db_dsn,
+                              home=tmp_path)
+        assert "registered seo.weekly-rank-check (revision 1)" in out
+    assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 1
+
+
+async def test_unreachable_database_exits_6(tmp_path: Path) -> None:
+    """A DATABASE_URL nobody listens on is reported, not a traceback."""
+    code, _, err = await cli("list", dsn="postgresql://postgres@127.0.0.1:1/postgres",
+                             home=tmp_path, check=False)
+    assert code == 6 and "error:" in err and "Traceback" not in err
+
+
+def test_every_example_parses() -> None:
+    """The shipped examples are valid specs or registrations."""
+    from datetime import timedelta
+
+    from runtime._specfile import load_registrations, load_spec
+
+    specs = [p for p in EXAMPLES.glob("*.toml") if p.name != "weekly_rank_check.toml"]
+    assert len(specs) == 4
+    for path in specs:
+        load_spec(path, min_interval=timedelta(seconds=60))
+    (rank,) = load_registrations(EXAMPLES / "weekly_rank_check.toml",
+                                 min_interval=timedelta(seconds=60))
+    assert [b.tenant_id for b in rank.static_bindings or ()] == ["org_acme", "org_globex"]
+
+

@@ -1,0 +1,68 @@
+"""Project-level guards: every named query is valid SQL against the migrated schema and
+is used; migrations are idempotent and tamper-evident; package boundaries hold."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime._db import QUERIES, Database, load_queries, migrations
+from runtime._errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.anyio
+async def test_every_named_query_prepares(db: Database) -> None:
+    """PostgreSQL parses and plans each query in queries.sql against the schema."""
+    async with db.connection() as conn:
+        for name, sql in QUERIES.items():
+            if name.startswith("migration"):
+                continue
+            await conn.raw.prepare(sql)
+
+
+def test_every_named_query_is_used() -> None:
+    """No dead SQL: each query name appears in the runtime's Python code."""
+    code = "\n".join(p.read_text() for p in (ROOT / "runtime").glob("*.py"))
+    unused = [name for name in QUERIES if f'"{name}"' not in code]
+    assert unused == []
+
+
+def test_no_sql_outside_the_sql_files() -> None:
+    """Runtime Python passes query names, never SQL text (no scattered f-string SQL)."""
+    pattern = re.compile(r"""["'](SELECT\s.*\sFROM\s|INSERT\s+INTO\s|UPDATE\s+\w+\s+SET\s|"""
+                         r"""DELETE\s+FROM\s|(CREATE|ALTER|DROP)\s+(TABLE|INDEX|DATABASE)\s)""")
+    offenders = [p.name for p in (ROOT / "runtime").glob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []
+
+
+def test_query_file_rejects_duplicates() -> None:
+    """Two queries with one name is a configuration error, not a silent override."""
+    with pytest.raises(ConfigError, match="duplicate"):
+        load_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+@pytest.mark.anyio
+async def test_migrations_are_idempotent_and_tamper_evident(db: Database) -> None:
+    """A second migrate applies nothing; a changed applied file is refused."""
+    assert await db.migrate() == []
+    versions = [m.version for m in migrations()]
+    applied = await db.pool.fetch("SELECT version FROM schema_migrations ORDER BY version")
+    assert [r["version"] for r in applied] == versions
+    await db.pool.execute("UPDATE schema_migrations SET sha256 = 'x' WHERE version = 1")
+    with pytest.raises(ConfigError, match="was changed after it was applied"):
+        await db.migrate()
+
+
+def test_package_boundaries() -> None:
+    """import-linter: triggers imports nothing of ours nor any I/O; sources and outbox
+    never import runtime."""
+    result = subprocess.run([str(Path(sys.executable).with_name("lint-imports"))], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout

@@ -1,0 +1,100 @@
+"""The spec model: versions, the discriminated trigger, errors naming the field, and a
+spec_hash that covers the effective part only."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from triggers import SpecError, canonical_json, parse_spec
+
+BASE: dict[str, Any] = {"version": 1, "trigger": {"type": "cron", "expr": "0 20 * * 3",
+                                                  "zone": "Europe/Paris"}}
+
+
+def test_descriptive_fields_do_not_change_the_hash() -> None:
+    """title and notes are descriptive; the hash is over the effective part."""
+    plain = parse_spec(BASE)
+    renamed = parse_spec({**BASE, "title": "Holdings", "notes": "for the CFO"})
+    assert plain.spec_hash == renamed.spec_hash
+    assert parse_spec({**BASE, "instructions": "x"}).spec_hash != plain.spec_hash
+
+
+def test_equivalent_durations_hash_alike() -> None:
+    """600 seconds and PT10M are the same late_grace."""
+    a = parse_spec({**BASE, "lateness": {"late_grace": 600}})
+    b = parse_spec({**BASE, "lateness": {"late_grace": "PT10M"}})
+    assert a.spec_hash == b.spec_hash == parse_spec(BASE).spec_hash
+
+
+def test_the_hash_is_sha256_of_the_canonical_effective_json() -> None:
+    """Recomputed independently from the documented rule."""
+    import hashlib
+
+    spec = parse_spec({**BASE, "jitter": 1.5, "limits": {"max_cost_usd": "0.50"}})
+    effective = spec.effective()
+    assert effective["jitter"] == "1.5" and effective["limits"]["max_cost_usd"] == "0.5"
+    assert "title" not in effective
+    assert spec.spec_hash == hashlib.sha256(canonical_json(effective).encode()).hexdigest()
+
+
+def test_round_trip_through_json() -> None:
+    """A stored spec reads back to the same hash."""
+    spec = parse_spec({**BASE, "ends": {"until": "2027-01-01T00:00:00+01:00", "after": 4}})
+    again = parse_spec(spec.to_json())
+    assert again == spec and again.spec_hash == spec.spec_hash
+    assert again.ends.until == datetime(2026, 12, 31, 23, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("patch", "field", "words"),
+    [({"version": None}, "version", "is missing"),
+     ({"version": "1"}, "version", "not a spec version"),
+     ({"trigger": {"type": "weekly"}}, "trigger.type", "unknown trigger type 'weekly'"),
+     ({"trigger": {"expr": "0 9 * * *"}}, "trigger.type", "is missing"),
+     ({"overrun": "sometimes"}, "overrun", "Input should be"),
+     ({"jitter": 7200}, "jitter", "between 0 and 1 hour"),
+     ({"limits": {"max_attempts": 0}}, "limits.max_attempts", "greater than or equal to 1"),
+     ({"ends": {"after": 0}}, "ends.after", "greater than 0"),
+     ({"ends": {"until": "2027-01-01T00:00"}}, "ends.until", "no UTC offset"),
+     ({"output": {"kind": "artifact"}}, "output", "needs a directory and a type"),
+     ({"titel": "typo"}, "titel", "is not a field"),
+     ({"trigger": {"type": "at", "at": "2026-10-25T02:30", "zone": "Nowhere/City"}},
+      "trigger.zone", "unknown time zone")],
+)
+def test_errors_name_the_field(patch: dict[str, Any], field: str, words: str) -> None:
+    """Every invalid input raises SpecError with the field path and a fix."""
+    data = {**BASE, **patch}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.field == field
+    assert words in info.value.problem
+    assert info.value.fix
+
+
+def test_min_interval_is_a_setting() -> None:
+    """A 30 s interval is refused by default and accepted when the minimum is lowered."""
+    data = {"version": 1, "trigger": {"type": "interval", "every": 30}}
+    with pytest.raises(SpecError):
+        parse_spec(data)
+    assert parse_spec(data, min_interval=timedelta(seconds=5)).trigger.every == timedelta(seconds=30)
+
+
+def test_a_repeated_at_time_means_its_first_instant() -> None:
+    """02:30 on 2026-10-25 Berlin happens twice; 'at' takes 00:30Z and says so."""
+    spec = parse_spec({"version": 1, "trigger": {"type": "at", "at": "2026-10-25T02:30",
+                                                 "zone": "Europe/Berlin"}})
+    instant, note = spec.trigger.resolve()  # type: ignore[union-attr]
+    assert instant == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+    assert note == "02:30 occurs twice in Europe/Berlin; this is the first (+02:00)."
+
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_any_descriptive_text_keeps_the_hash(title: str, notes: str) -> None:
+    """Property: no title or notes change the effective hash."""
+    assert parse_spec({**BASE, "title": title, "notes": notes}).spec_hash == parse_spec(BASE).spec_hash
