@@ -25,6 +25,7 @@ from typing import Any
 from triggers import (
     ActiveTask,
     AdmissionVerdict,
+    Binding,
     BudgetState,
     Decision,
     EventKind,
@@ -35,12 +36,12 @@ from triggers import (
     tzdata_version,
 )
 
-from ._db import Connection, Database
+from ._db import Connection, Database, JsonText
 from ._errors import CommitOutcomeUnknown
 from ._tick import Candidate, Plan, delivery_json
 
-__all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "budget_states", "task_row",
-           "trusted_schedule"]
+__all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "budget_states", "insert_tasks",
+           "task_row", "trusted_schedule"]
 
 log = logging.getLogger("watchkeeper.admission")
 
@@ -126,6 +127,7 @@ class _Writes:
 
 async def _apply(tx: Connection, plans: Sequence[Plan], now: datetime, actor: str,
                  report: TickReport, wait: bool) -> _Writes:
+    await tx.execute("admission_planner")
     kept, fenced = await _lock(tx, plans, report, wait)
     kept = await _require_real_owners(tx, kept)
     verdicts = await _decide(tx, kept, now)
@@ -244,22 +246,21 @@ async def _claim(tx: Connection, plans: Sequence[Plan],
     pairs = plans_candidates(plans)
     if not pairs:
         return set()
-    cols: list[list[Any]] = [[] for _ in range(19)]
+    staged = []
     for plan, cand in pairs:
         verdict, _ = verdicts[(cand.tenant_id, plan.due.definition_id, cand.binding_id)]
         runs = cand.binding is None and verdict.decision is Decision.ADMITTED
         stale_after = float((plan.due.registration or {}).get("stale_claim_after", 120))
         slot = cand.slot
-        row = (
+        staged.append((
             cand.tenant_id, plan.due.definition_id, cand.binding_id, slot.key, cand.kind,
             plan.due.tenant_id, plan.due.revision, slot.scheduled_for, cand.timing.not_before,
             cand.timing.expires_at, slot.zone, slot.wall, slot.fold, verdict.decision.value,
             verdict.reason, verdict.late, cand.lateness.lateness.total_seconds(),
             "running" if runs else None, now + timedelta(seconds=stale_after) if runs else None,
-        )
-        for col, value in zip(cols, row, strict=True):
-            col.append(value)
-    rows = await tx.fetch("occurrences_claim", *cols, tzdata_version(), now, actor)
+        ))
+    await tx.stage("wk_stage_occurrences", OCCURRENCE_COLUMNS, staged)
+    rows = await tx.fetch("occurrences_claim", tzdata_version(), now, actor)
     return {(r["tenant_id"], r["definition_id"], r["binding_id"]) for r in rows}
 
 
@@ -284,8 +285,7 @@ async def _insert_tasks(tx: Connection, plans: Sequence[Plan],
             budget_rows.append((*key, period[0], period[1], period[2]))
         cancels.extend((cand.tenant_id, task_id) for task_id in verdict.cancel)
     if rows:
-        columns = [list(c) for c in zip(*rows, strict=True)]
-        await tx.fetch("tasks_insert", *columns[:23], now)
+        await insert_tasks(tx, rows, now)
     if budget_rows:
         await tx.execute("budget_consume", *[list(c) for c in zip(*budget_rows, strict=True)])
     if cancels:
@@ -293,23 +293,58 @@ async def _insert_tasks(tx: Connection, plans: Sequence[Plan],
                          "cancelled: a newer occurrence was admitted (cancel_previous)", now)
 
 
+OCCURRENCE_COLUMNS = (
+    "tenant_id", "definition_id", "binding_id", "slot", "kind", "definition_tenant_id", "revision",
+    "scheduled_for", "not_before", "expires_at", "zone", "local_wall", "fold", "decision", "reason",
+    "late", "lateness_seconds", "run_status", "run_deadline_at",
+)
+TASK_COLUMNS = (
+    "tenant_id", "definition_tenant_id", "definition_id", "binding_id", "slot", "kind", "revision",
+    "owner_user_id", "agent", "message", "params", "delivery", "audiences", "status",
+    "status_reason", "late", "late_policy", "scheduled_for", "not_before", "expires_at",
+    "deadline_seconds", "max_attempts", "held_behind",
+)
+
+
+async def insert_tasks(tx: Connection, rows: Sequence[tuple[Any, ...]], now: datetime) -> None:
+    """Insert task rows (in :data:`TASK_COLUMNS` order) admitted at ``now``."""
+    await tx.stage("wk_stage_tasks", TASK_COLUMNS, rows)
+    await tx.execute("tasks_insert", now)
+
+
 def task_row(plan: Plan, cand: Candidate, verdict: AdmissionVerdict) -> tuple[Any, ...]:
+    """The task columns (:data:`TASK_COLUMNS` order) of an admitted candidate."""
     binding = cand.binding
     assert binding is not None
     spec = plan.due.spec
+    fixed = _binding_columns(binding)
     params = dict(binding.params)
     params["schedule"] = trusted_schedule(plan.due.definition_id, plan.due.revision, cand.slot.key,
                                           cand.kind, cand.slot.scheduled_for)
     return (
         cand.tenant_id, plan.due.tenant_id, plan.due.definition_id, cand.binding_id, cand.slot.key,
         cand.kind, plan.due.revision, binding.owner_user_id, binding.agent, binding.message,
-        json.dumps(params), json.dumps(delivery_json(binding.delivery)),
-        json.dumps(list(binding.audiences)) if binding.audiences is not None else None,
+        params, fixed[0], fixed[1],
         "held" if verdict.held_behind is not None else "pending", verdict.reason, verdict.late,
         spec.lateness.policy.value, cand.slot.scheduled_for, cand.timing.not_before,
         cand.timing.expires_at, spec.limits.deadline.total_seconds(), spec.limits.max_attempts,
         verdict.held_behind,
     )
+
+
+_BINDING_COLUMNS: dict[int, tuple[Binding, JsonText, JsonText | None]] = {}
+
+
+def _binding_columns(binding: Binding) -> tuple[JsonText, JsonText | None]:
+    """A binding's delivery and audiences as JSON, serialized once per binding object."""
+    cached = _BINDING_COLUMNS.get(id(binding))
+    if cached is None or cached[0] is not binding:
+        if len(_BINDING_COLUMNS) > 65_536:
+            _BINDING_COLUMNS.clear()
+        audiences = None if binding.audiences is None else JsonText(json.dumps(list(binding.audiences)))
+        cached = (binding, JsonText(json.dumps(delivery_json(binding.delivery))), audiences)
+        _BINDING_COLUMNS[id(binding)] = cached
+    return cached[1], cached[2]
 
 
 def trusted_schedule(definition_id: str, revision: int, slot: str, kind: str,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import shlex
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -47,7 +48,7 @@ from ._render import definitions_table, history_table, preview_table
 from ._scheduler import tick
 from ._settings import Settings
 from ._specfile import load_registrations, load_spec
-from ._supervisor import LoopDied, Supervisor, SupervisorConfig, default_channels
+from ._supervisor import Supervisor, SupervisorConfig, default_channels
 from ._worker import Worker
 
 __all__ = ["app", "main"]
@@ -484,19 +485,33 @@ def run_cmd(
         supervisor = Supervisor(db, SystemClock(), config, registry=registry, agents=catalog)
         err.print(f"supervisor {config.supervisor_id} running ({config.workers} workers); "
                   "Ctrl-C to stop")
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, supervisor)
-            try:
-                await supervisor.run()
-            finally:
-                tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_stop_on_signal, supervisor)
+                try:
+                    await supervisor.run()
+                finally:
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise _first_error(group) from group
         return {"statistics": supervisor.statistics()}
-    try:
-        result = _with_db(run)
-    except LoopDied as exc:  # pragma: no cover - mapped by _with_db; kept for clarity
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
-    err.print(f"stopped: {result['statistics']}")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    result = _with_db(run)
+    stats = result["statistics"]
+    err.print(f"stopped: {stats.ticks} ticks, {stats.admitted} admitted, "
+              f"task outcomes {stats.task_outcomes}, {stats.deliveries} notices delivered, "
+              f"loop restarts {stats.restarts or 'none'}")
+
+
+def _first_error(group: BaseExceptionGroup) -> BaseException:
+    """The first watchkeeper error in a task group's exception group (else the group)."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            exc = _first_error(exc)
+        if isinstance(exc, WatchkeeperError | SpecError):
+            return exc
+    return group
 
 
 async def _stop_on_signal(supervisor: Supervisor) -> None:

@@ -28,7 +28,7 @@ from triggers import (
     utc_slot_key,
 )
 
-from ._admission import active_tasks, admit, budget_states, task_row
+from ._admission import active_tasks, admit, budget_states, insert_tasks, task_row
 from ._clock import Clock
 from ._db import Connection, Database
 from ._definitions import Actor, UserPrincipal
@@ -180,7 +180,7 @@ async def _approve(tx: Connection, item: DueDefinition, occ: Any, now: datetime,
                      cand.binding_id, slot.key, verdict.decision.value, verdict.reason,
                      verdict.late, now, label)
     if verdict.decision is Decision.ADMITTED:
-        await tx.fetch("tasks_insert", *[[v] for v in task_row(plan, cand, verdict)], now)
+        await insert_tasks(tx, [task_row(plan, cand, verdict)], now)
         if verdict.consumes_budget and key in periods:
             start, end, limit = periods[key]
             await tx.execute("budget_consume", [key[0]], [key[1]], [key[2]], [start], [end], [limit])

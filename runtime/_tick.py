@@ -163,13 +163,7 @@ Unit = tuple[str, str, Binding | None]
 async def units_of(item: DueDefinition, registry: Registry) -> list[Unit] | str | None:
     """The fan-out units; a string is a refusal reason; ``None`` means not ours."""
     if item.origin == "user":
-        assert item.owner_user_id is not None
-        binding = Binding(tenant_id=item.tenant_id, binding_id=USER_BINDING_ID,
-                          owner_user_id=item.owner_user_id, agent=item.spec.agent.name,
-                          message=item.spec.instructions, params=dict(item.spec.agent.params),
-                          delivery=tuple(item.spec.delivery),
-                          audiences=tuple(item.spec.audiences) or None)
-        return [(item.tenant_id, USER_BINDING_ID, binding)]
+        return [(item.tenant_id, USER_BINDING_ID, _user_binding(item))]
     registration = item.registration or {}
     if registration.get("terminal") == "run":
         if registry.get(item.definition_id) is None:
@@ -192,6 +186,26 @@ async def units_of(item: DueDefinition, registry: Registry) -> list[Unit] | str 
     except BindingSetError as exc:
         return exc.problem
     return [(b.tenant_id, b.binding_id, b) for b in bindings]
+
+
+_USER_BINDINGS: dict[tuple[str, str, str], Binding] = {}
+
+
+def _user_binding(item: DueDefinition) -> Binding:
+    """The one binding of a user definition, built once per (spec, tenant, owner)."""
+    assert item.owner_user_id is not None
+    key = (item.spec_hash, item.tenant_id, item.owner_user_id)
+    binding = _USER_BINDINGS.get(key)
+    if binding is None:
+        if len(_USER_BINDINGS) > 65_536:
+            _USER_BINDINGS.clear()
+        spec = item.spec
+        binding = _USER_BINDINGS[key] = Binding(
+            tenant_id=item.tenant_id, binding_id=USER_BINDING_ID,
+            owner_user_id=item.owner_user_id, agent=spec.agent.name, message=spec.instructions,
+            params=dict(spec.agent.params), delivery=tuple(spec.delivery),
+            audiences=tuple(spec.audiences) or None)
+    return binding
 
 
 def _plan(item: DueDefinition, window: DueWindow, units: list[Unit] | str, now: datetime) -> Plan:

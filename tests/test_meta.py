@@ -21,8 +21,8 @@ async def test_every_named_query_prepares(db: Database) -> None:
     """PostgreSQL parses and plans each query in queries.sql against the schema."""
     async with db.connection() as conn:
         for name, sql in QUERIES.items():
-            if name.startswith("migration"):
-                continue
+            if name.startswith("migration") or sql.count(";") > 1:
+                continue  # bookkeeping, and multi-statement scripts (run as scripts)
             await conn.raw.prepare(sql)
 
 

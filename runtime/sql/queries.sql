@@ -21,6 +21,31 @@ SELECT version, sha256 FROM schema_migrations ORDER BY version;
 -- name: migration_record
 INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3);
 
+-- name: staging_tables
+-- Per-session staging for set-based admission: COPY (binary) in, INSERT ... SELECT out.
+-- Emptied at every commit; never shared between sessions.
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_occurrences (
+    tenant_id text, definition_id text, binding_id text, slot text, kind text,
+    definition_tenant_id text, revision integer, scheduled_for timestamptz,
+    not_before timestamptz, expires_at timestamptz, zone text, local_wall timestamp,
+    fold smallint, decision text, reason text, late boolean, lateness_seconds double precision,
+    run_status text, run_deadline_at timestamptz
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
+    tenant_id text, definition_tenant_id text, definition_id text, binding_id text, slot text,
+    kind text, revision integer, owner_user_id text, agent text, message text, params jsonb,
+    delivery jsonb, audiences jsonb, status text, status_reason text, late boolean,
+    late_policy text, scheduled_for timestamptz, not_before timestamptz,
+    expires_at timestamptz, deadline_seconds double precision, max_attempts integer,
+    held_behind bigint
+) ON COMMIT DELETE ROWS;
+
+-- name: admission_planner
+-- Admission joins a batch of keys to tables that are hot in cache: index lookups are
+-- cheap, so tell the planner (for this transaction only) rather than let it hash a
+-- sequential scan of every definition.
+SET LOCAL random_page_cost = 1.1;
+
 -- name: server_clock
 SELECT clock_timestamp();
 
@@ -203,41 +228,23 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
  AND b.binding_id = k.binding_id AND b.period_start = k.period_start;
 
 -- name: occurrences_claim
--- The claim is the insert: a key that exists already loses, silently, here.
+-- The claim is the insert: a key that exists already loses, silently, here. Rows were
+-- COPYed into the session's staging table (wk_stage_occurrences) just before.
 INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id,
                          revision, scheduled_for, not_before, expires_at, zone, local_wall, fold,
                          decision, reason, late, lateness_seconds, run_status, run_deadline_at,
                          tzdata_version, decided_at, decided_by)
-SELECT i.*, $20::text, $21::timestamptz, $22::text
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $7::integer[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[],
-            $12::timestamp[], $13::smallint[], $14::text[], $15::text[], $16::boolean[],
-            $17::double precision[], $18::text[], $19::timestamptz[]) AS i
+SELECT s.*, $1::text, $2::timestamptz, $3::text FROM wk_stage_occurrences s
 ON CONFLICT DO NOTHING
 RETURNING tenant_id, definition_id, binding_id, slot, kind;
 
 -- name: tasks_insert
--- JSON columns arrive as JSON text ($11-$13) and are cast here: a list of lists would
--- otherwise be read by the driver as a multi-dimensional array.
+-- Rows were COPYed into the session's staging table (wk_stage_tasks) just before.
 INSERT INTO tasks (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind,
                    revision, owner_user_id, agent, message, params, delivery, audiences,
                    status, status_reason, late, late_policy, scheduled_for, not_before,
                    expires_at, deadline_seconds, max_attempts, held_behind, admitted_at)
-SELECT i.tenant_id, i.definition_tenant_id, i.definition_id, i.binding_id, i.slot, i.kind,
-       i.revision, i.owner_user_id, i.agent, i.message, i.params::jsonb, i.delivery::jsonb,
-       i.audiences::jsonb, i.status, i.status_reason, i.late, i.late_policy, i.scheduled_for,
-       i.not_before, i.expires_at, i.deadline_seconds, i.max_attempts, i.held_behind,
-       $24::timestamptz
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $7::integer[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-            $13::text[], $14::text[], $15::text[], $16::boolean[], $17::text[],
-            $18::timestamptz[], $19::timestamptz[], $20::timestamptz[],
-            $21::double precision[], $22::integer[], $23::bigint[])
-     AS i (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind, revision,
-           owner_user_id, agent, message, params, delivery, audiences, status, status_reason,
-           late, late_policy, scheduled_for, not_before, expires_at, deadline_seconds,
-           max_attempts, held_behind)
-RETURNING tenant_id, task_id, definition_id, binding_id, slot, kind;
+SELECT s.*, $1::timestamptz FROM wk_stage_tasks s;
 
 -- name: budget_consume
 INSERT INTO budget_ledger AS b (tenant_id, definition_id, binding_id, period_start, period_end,
