@@ -67,16 +67,23 @@ class LogChannel:
 
 
 class FileChannel:
-    """Appends the notice as one JSON line to ``destination`` (relative paths are
-    under ``base_dir``) and fsyncs before reporting success."""
+    """Appends the notice as one JSON line to ``destination``, a path under
+    ``base_dir`` (never outside it), and fsyncs before reporting success."""
 
     def __init__(self, base_dir: Path) -> None:
         self.base_dir = base_dir
 
     def path_of(self, destination: str) -> Path:
-        """Where ``destination`` is written."""
-        path = Path(destination).expanduser()
-        return path if path.is_absolute() else self.base_dir / path
+        """Where ``destination`` is written.
+
+        Raises:
+            DeliveryFailed: (permanent) the path would leave ``base_dir``.
+        """
+        base = self.base_dir.resolve()
+        path = (base / destination).resolve()
+        if not path.is_relative_to(base) or path == base:
+            raise DeliveryFailed(f"{destination!r} is outside {base}", retryable=False)
+        return path
 
     async def send(self, notice: Notice) -> str:
         """Append and fsync one line."""

@@ -41,7 +41,7 @@ from ._errors import (
     NotFound,
     WatchkeeperError,
 )
-from ._history import HistoryQuery, history
+from ._history import HISTORY_STATUSES, HistoryQuery, history
 from ._manual import review, trigger_now
 from ._registry import Registry, ScheduleDef, register
 from ._render import definitions_table, history_table, preview_table
@@ -61,6 +61,8 @@ app.add_typer(users_app, name="users")
 app.add_typer(db_app, name="db")
 
 out = Console()
+if not out.is_terminal:  # a pipe or a file: do not fold tables to 80 columns
+    out = Console(width=140)
 err = Console(stderr=True)
 T = TypeVar("T")
 
@@ -70,6 +72,9 @@ _EXIT = ((SpecError, 2), (NotFound, 3), (AuthError, 4), (Conflict, 5),
 
 def main() -> None:
     """Entry point of the ``watchkeeper`` script."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("watchkeeper.notify").setLevel(logging.INFO)  # the log channel
     app()
 
 
@@ -169,7 +174,7 @@ def preview_cmd(
             spec = parse_spec({"version": 1, "trigger": trigger},
                               min_interval=settings.min_interval_delta)
         start = _instant(after, "--after") if after else datetime.now(UTC)
-        items = preview(spec.calendar(), start, count)
+        items = preview(spec.bounded_calendar(), start, count)
     except SpecError as exc:
         raise _fail_input(exc) from exc
     if as_json:
@@ -222,9 +227,15 @@ def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None
         return
     if not rows:
         out.print("no supervisor has run against this database yet")
+    now = datetime.now(UTC)
     for r in rows:
         offset = "" if r["clock_offset_ms"] is None else f", clock offset {r['clock_offset_ms']:.0f} ms"
-        out.print(f"{r['supervisor_id']}: {r['status']}, last heartbeat "
+        status = r["status"]
+        every = float((r["detail"] or {}).get("heartbeat_seconds", 5))
+        age = (now - r["heartbeat_at"]).total_seconds()
+        if status != "stopped" and age > 3 * every:
+            status = f"unresponsive (no heartbeat for {age:.0f} s; was {status})"
+        out.print(f"{r['supervisor_id']}: {status}, last heartbeat "
                   f"{format_utc(r['heartbeat_at'])}{offset}")
 
 
@@ -251,19 +262,22 @@ def propose_cmd(
                                   based_on=based_on)
     proposal = _with_db(run)
     try:
-        items = preview(spec.calendar(), datetime.now(UTC), 5)
+        items = preview(spec.bounded_calendar(), datetime.now(UTC), 5)
     except NoOccurrenceError:
         items = []
     if as_json:
         _json({"tenant_id": tenant, "definition_id": definition, "revision": proposal.revision,
                "spec_hash": proposal.spec_hash, "needs_confirmation": proposal.needs_confirmation,
-               "next": [i.to_json() for i in items]})
+               "effective": spec.effective(), "next": [i.to_json() for i in items]})
         return
-    out.print(preview_table(items, f"{tenant}/{definition} revision {proposal.revision}: "
-                                   "what you are asked to confirm"))
+    out.print(f"{tenant}/{definition} revision {proposal.revision}: what the owner is asked to "
+              "confirm (the hash covers all of it):")
+    _json(spec.effective())
+    out.print(preview_table(items, "its next occurrences"))
     if proposal.needs_confirmation:
-        out.print(f"spec_hash {proposal.spec_hash}\nconfirm with: watchkeeper confirm {definition} "
-                  f"--revision {proposal.revision} --spec-hash {proposal.spec_hash}")
+        out.print(f"spec_hash {proposal.spec_hash}")
+        out.print(f"confirm with: watchkeeper confirm {definition} --revision {proposal.revision} "
+                  f"--spec-hash {proposal.spec_hash} --token <owner's token>", soft_wrap=True)
     else:
         out.print("descriptive edit only: effective at once, no confirmation needed")
 
@@ -302,7 +316,8 @@ def _actor_command(verb: str) -> Callable[..., None]:
                 return await defs.resume(db, clock, actor, tenant_id, definition)
             return await defs.cancel(db, clock, actor, tenant_id, definition, running=running)
         fence = _with_db(run)
-        out.print(f"{definition}: {verb}d (fence {fence})")
+        done = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[verb]
+        out.print(f"{definition}: {done} (fence {fence})")
     command.__doc__ = {"pause": "Suppress new occurrences; a running task goes on.",
                        "resume": "Resume; the paused span is recorded once and not replayed.",
                        "cancel": "End the definition (--running also stops its active task)."}[verb]
@@ -405,6 +420,33 @@ def show_cmd(definition: str, tenant: Annotated[str, typer.Option()]) -> None:
                   + (f", confirmed by {r['confirmed_by']}" if r["confirmed_by"] else ""))
     if row["spec"] is not None:
         _json(row["spec"])
+    registration = row["registration"] or {}
+    for binding in registration.get("bindings", []):
+        out.print(f"  binding {binding['tenant_id']}/{binding['binding_id']}: owner "
+                  f"{binding['owner_user_id']}, agent {binding['agent']}")
+    if "resolver" in registration:
+        out.print(f"  bindings resolved at tick time by {registration['resolver']}")
+    if registration.get("terminal") == "run":
+        out.print(f"  run terminal {registration['run']} for tenants {registration.get('tenants')}")
+
+
+@app.command("report")
+def report_cmd(task: int, tenant: Annotated[str, typer.Option(help="The task's tenant.")],
+               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Print a task's committed report and its receipt."""
+    async def run(db: Database, _: Settings) -> dict[str, Any]:
+        row = await db.fetchrow("report_get", tenant, task)
+        if row is None:
+            raise NotFound(f"no report for task {tenant}/{task}")
+        return dict(row)
+    row = _with_db(run)
+    if as_json:
+        _json(row)
+        return
+    out.print(f"receipt: {'verified' if row['verified'] else 'NOT verified'} ({row['verification']}), "
+              f"sha256 {row['content_sha256']}, output {row['output_ref']}, importance "
+              f"{row['importance']}, finished {format_utc(row['finished_at'])}", soft_wrap=True)
+    sys.stdout.write(row["content_md"])
 
 
 @app.command("history")
@@ -419,6 +461,9 @@ def history_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Every occurrence with its decision, lateness, task, runs, report and delivery."""
+    if status is not None and status not in HISTORY_STATUSES:
+        raise _fail_input(SpecError("--status", f"{status!r} is not a decision or task status.",
+                                    f"use one of {', '.join(sorted(HISTORY_STATUSES))}."))
     query = HistoryQuery(tenant, definition, user, status,
                          _instant(since, "--since") if since else None,
                          _instant(until, "--until") if until else None, limit)
@@ -495,8 +540,7 @@ def run_cmd(
         except BaseExceptionGroup as group:
             raise _first_error(group) from group
         return {"statistics": supervisor.statistics()}
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("watchkeeper").setLevel(logging.INFO)
     result = _with_db(run)
     stats = result["statistics"]
     err.print(f"stopped: {stats.ticks} ticks, {stats.admitted} admitted, "

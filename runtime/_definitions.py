@@ -197,6 +197,11 @@ def _check_proposal(row: Any, owner_user_id: str, based_on: int | None) -> None:
     if row["status"] == "cancelled":
         raise Conflict(f"definition {row['definition_id']} is cancelled; propose a new id")
     latest = row["latest_revision"]
+    if latest and based_on is None:
+        raise Conflict(
+            f"definition {row['definition_id']} exists (revision {latest}); an edit must say "
+            f"which revision it is based on: propose again with --based-on {latest}."
+        )
     if latest and based_on != latest:
         raise Conflict(
             f"definition {row['definition_id']} is at revision {latest}; your edit is based on "

@@ -26,7 +26,7 @@ from ._db import Database
 from ._definitions import add_user, authenticate, confirm, propose
 from ._errors import Conflict
 from ._history import HistoryQuery, history
-from ._render import history_table, preview_table
+from ._render import history_lines, preview_table
 from ._settings import Settings
 from ._supervisor import Supervisor, SupervisorConfig
 
@@ -63,8 +63,10 @@ async def run_demo(db: Database, settings: Settings, console: Console, *,
     ok = await _verify(db, console, definition_id, settings)
     _dst_preview(console, clock)
     page = await history(db, HistoryQuery(tenant_id=TENANT, definition_id=definition_id))
-    console.print(history_table(list(reversed(page.entries)), page.events,
-                                f"history of {TENANT}/{definition_id}"))
+    console.rule(f"5. history of {TENANT}/{definition_id} (watchkeeper history {definition_id} "
+                 f"--tenant {TENANT})")
+    for line in history_lines(page.entries, page.events):
+        console.print(line, soft_wrap=True, highlight=False)
     console.print("[bold green]demo passed[/]" if ok else "[bold red]demo FAILED[/]")
     return ok
 

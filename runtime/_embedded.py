@@ -356,6 +356,7 @@ def _start(layout: _Layout) -> _Postmaster:
 def _stop(layout: _Layout, running: _Postmaster) -> None:
     """Stop the server (fast mode, then immediate) and remove a temporary socket dir."""
     identity = _identity()
+    _grant_all(layout, identity, running.socket_dir)
     started = time.monotonic()
     for mode in ("fast", "immediate"):
         argv = [_bin("pg_ctl"), "stop", "-w", "-t", str(_PG_CTL_WAIT_S), "-m", mode]
@@ -440,15 +441,18 @@ def _prepare(layout: _Layout, identity: _Identity, socket_dir: Path) -> None:
             f"{layout.pgdata} belongs to uid {owner}, but PostgreSQL runs as {SYSTEM_USER} "
             f"under root; fix: chown -R {SYSTEM_USER}: {layout.pgdata}"
         )
+    _grant_all(layout, identity, socket_dir)
+
+
+def _grant_all(layout: _Layout, identity: _Identity, socket_dir: Path) -> None:
+    """As root: (re)grant the system user traversal of the home, the socket dir and the
+    binaries. Idempotent; done before every start and stop, since something may have
+    reset a parent directory's ACL mask (a chmod does) while the server ran."""
+    if identity.uid is None:
+        return
     binaries = _bin_dir()
-    targets = (
-        layout.home,
-        socket_dir.parent,
-        binaries,
-        binaries.with_name("lib"),
-        binaries.with_name("share"),
-    )
-    for target in targets:
+    for target in (layout.home, socket_dir.parent, binaries, binaries.with_name("lib"),
+                   binaries.with_name("share")):
         _grant_traversal(target, identity)
 
 
@@ -532,8 +536,10 @@ def _failure(step: str, layout: _Layout, output: str) -> EmbeddedPostgresError:
     if tail:
         parts.append(f"Last lines of {layout.log_file}:\n{tail}")
     parts.append(
-        f"Fix: correct the cause shown above; if {layout.pgdata} holds nothing you need, "
-        "removing it makes a fresh one; or set DATABASE_URL to use another server."
+        "Fix: correct the cause shown above (a permission error usually means a parent "
+        "directory of the home was made untraversable: restore it), or set DATABASE_URL to "
+        f"use another server. Only if {layout.pgdata} holds nothing you need, remove it to "
+        "start afresh."
     )
     return EmbeddedPostgresError("\n".join(parts))
 

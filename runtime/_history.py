@@ -17,7 +17,15 @@ from triggers import format_utc
 
 from ._db import Database
 
-__all__ = ["HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery", "history", "next_step"]
+__all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
+           "history", "next_step"]
+
+HISTORY_STATUSES = frozenset({
+    "admitted", "skipped_expired", "review_required", "skipped_review", "skipped_overrun",
+    "denied_budget", "skipped_dst_gap", "pending", "held", "running", "suspended", "completed",
+    "failed", "failed_verification", "timed_out", "cancelled", "expired", "unknown",
+})
+"""Every occurrence decision and task status ``--status`` may filter on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,20 +110,22 @@ async def history(db: Database, query: HistoryQuery) -> HistoryPage:
 
 _STEPS = {
     "review_required": "approve or skip it: watchkeeper review {definition_id} '{slot}' "
-                       "--approve|--skip",
+                       "--tenant {definition_tenant_id} --approve|--skip",
     "denied_budget": "raise limits.max_tasks_per_period in a new revision (it applies from the "
                      "next accounting period) or wait for the next period",
     "skipped_overrun": "the previous task was still running; if occurrences must queue, "
                        "propose overrun = 'queue_one'",
     "failed": "read the run errors, fix the cause, then run it again: watchkeeper trigger "
-              "{definition_id}",
+              "{definition_id} --tenant {definition_tenant_id}",
     "failed_verification": "the run did not meet the output promise; check the agent's output, "
-                           "then: watchkeeper trigger {definition_id}",
+                           "then: watchkeeper trigger {definition_id} --tenant {definition_tenant_id}",
     "timed_out": "raise limits.deadline in a new revision, or trigger it again",
     "unknown": "reconcile the external effect by its idempotency key ({idempotency_key}) before "
                "doing anything else",
-    "expired": "nothing ran; to run it now anyway: watchkeeper trigger {definition_id}",
-    "skipped_expired": "nothing ran; to run it now anyway: watchkeeper trigger {definition_id}",
+    "expired": "nothing ran; to run it now anyway: watchkeeper trigger {definition_id} "
+               "--tenant {definition_tenant_id}",
+    "skipped_expired": "nothing ran; to run it now anyway: watchkeeper trigger {definition_id} "
+                       "--tenant {definition_tenant_id}",
 }
 
 
@@ -128,7 +138,8 @@ def next_step(row: Mapping[str, Any]) -> str | None:
     template = _STEPS.get(str(status))
     if template is None:
         return None
-    return template.format(**{k: row.get(k) for k in ("definition_id", "slot", "idempotency_key")})
+    keys = ("definition_id", "definition_tenant_id", "slot", "idempotency_key")
+    return template.format(**{k: row.get(k) for k in keys})
 
 
 def _jsonable(value: Any) -> Any:

@@ -13,7 +13,7 @@ from triggers import PreviewItem, format_utc
 
 from ._history import HistoryEntry, HistoryEvent
 
-__all__ = ["definitions_table", "history_table", "preview_table"]
+__all__ = ["definitions_table", "history_lines", "history_table", "preview_table"]
 
 
 def _utc(value: datetime | None) -> str:
@@ -53,8 +53,8 @@ def history_table(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent
                   title: str) -> Table:
     """The six facts per occurrence, oldest first, with ranges and other events."""
     table = Table(title=title, show_lines=True)
-    for name in ("scheduled_for (UTC)", "slot / kind", "decision", "lateness", "task",
-                 "runs", "report", "delivery", "next step"):
+    for name in ("scheduled_for (UTC)", "definition / slot / kind", "decision", "lateness",
+                 "task", "runs", "report", "delivery", "next step"):
         table.add_column(name, overflow="fold")
     rows: list[tuple[datetime, list[str]]] = []
     for e in entries:
@@ -77,12 +77,42 @@ def _entry_cells(e: HistoryEntry) -> list[str]:
     if e["run_status"]:
         task = f"run: {e['run_status']}"
     runs = ", ".join(f"{u['attempt']}:{u['outcome']}(token {u['lease_token']})"
+                     + (f" {str(u['error'])[:80]}" if u.get("error") else "")
                      for u in (e["runs"] or []))
     report = ""
     if e["content_sha256"]:
         report = f"{'verified' if e['verified'] else 'NOT verified'} {e['content_sha256'][:10]}"
     delivery = ", ".join(f"{d['channel']}:{d['status']}" for d in (e["deliveries"] or []))
     lateness = f"{e['lateness_seconds']:.1f} s" + (" late" if e["late"] else "")
-    return [f"{_utc(e['scheduled_for'])}\n{local}", f"{e['slot']}\n{e['kind']} / {e['binding_id']}",
+    return [f"{_utc(e['scheduled_for'])}\n{local}",
+            f"{e['definition_id']}\n{e['slot']}\n{e['kind']} / {e['binding_id']}",
             f"{e['decision']}\n{e['reason']}", lateness, task, runs, report, delivery,
             e.next_step or ""]
+
+
+def history_lines(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent]) -> list[str]:
+    """The six facts per occurrence as one readable line each, oldest first."""
+    lines: list[tuple[datetime, str]] = []
+    for e in entries:
+        facts = [f"{e['decision']}" + (f" ({e['reason']})" if e["decision"] != "admitted" else ""),
+                 f"lateness {e['lateness_seconds']:.1f} s" + (" (late)" if e["late"] else "")]
+        if e["task_id"] is not None:
+            runs = e["runs"] or []
+            facts.append(f"task #{e['task_id']} {e['task_status']}, {len(runs)} run(s)"
+                         + (f" (tokens {', '.join(str(u['lease_token']) for u in runs)})" if runs else ""))
+        if e["content_sha256"]:
+            facts.append(f"report {'verified' if e['verified'] else 'NOT verified'} "
+                         f"{e['content_sha256'][:10]}")
+        if e["deliveries"]:
+            facts.append("notices " + ", ".join(f"{d['channel']} {d['status']}"
+                                                for d in e["deliveries"]))
+        if e.next_step:
+            facts.append(f"next: {e.next_step}")
+        lines.append((e["scheduled_for"], f"{_utc(e['scheduled_for'])}  {e['kind']:9} "
+                                          f"{e['slot']}\n    " + "; ".join(facts)))
+    for ev in events:
+        r = ev.row
+        when = r["last_at"] or r["recorded_at"]
+        span = r["first_slot"] if r["count"] <= 1 else f"{r['first_slot']} .. {r['last_slot']}"
+        lines.append((when, f"{_utc(when)}  {r['kind']}: {span} ({r['count']}): {r['reason']}"))
+    return [text for _, text in sorted(lines, key=lambda item: item[0])]

@@ -324,7 +324,8 @@ class Supervisor:
 
     async def _heartbeat_once(self, status: str) -> None:
         cfg = self.config
-        detail: dict[str, Any] = {"loops": self._loops, "restarts": dict(self._restarts)}
+        detail: dict[str, Any] = {"loops": self._loops, "restarts": dict(self._restarts),
+                                  "heartbeat_seconds": cfg.heartbeat_seconds}
         await self.db.execute("supervisor_upsert", cfg.supervisor_id, socket.gethostname(),
                               os.getpid(), self.clock.now(), status,
                               None if self._offset is None else self._offset * 1000, detail)

@@ -175,7 +175,10 @@ class Worker:
         limits = spec.limits
         artifact_dir = None
         if spec.output.kind == "artifact":
-            artifact_dir = self.artifact_root / task["tenant_id"] / (spec.output.directory or "")
+            root = (self.artifact_root / task["tenant_id"]).resolve()
+            artifact_dir = (root / (spec.output.directory or "")).resolve()
+            if not artifact_dir.is_relative_to(root):  # the spec check makes this unreachable
+                raise ValueError(f"artifact directory {artifact_dir} is outside {root}")
             artifact_dir.mkdir(parents=True, exist_ok=True)
         started = task["started_at"]
         occurrence = OccurrenceInfo(

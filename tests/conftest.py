@@ -10,6 +10,8 @@ rollback-per-test trick: leases and SKIP LOCKED need real commits across connect
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -31,14 +33,20 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_dsn() -> Iterator[str]:
     """A DSN of a reachable server: DATABASE_URL, or an embedded one for the session."""
     url = os.environ.get("DATABASE_URL")
     if url:
         yield url
         return
-    with embedded_postgres(Path(tmp_path_factory.mktemp("wkhome"))) as dsn:
-        yield dsn
+    # Not under pytest's own temp root: every pytest session on the machine resets that
+    # root to 0700, which would take away the embedded server's traversal grant.
+    home = Path(tempfile.mkdtemp(prefix="wk-tests-"))
+    try:
+        with embedded_postgres(home) as dsn:
+            yield dsn
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def with_database(dsn: str, name: str) -> str:

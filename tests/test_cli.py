@@ -44,7 +44,8 @@ async def test_preview_json_is_the_stable_contract(tmp_path: Path) -> None:
         ("2026-03-29T01:45:00Z", "2026-03-29T03:45:00+02:00", "2026-03-29T03:45[Europe/Berlin]"),
         ("2026-03-29T02:00:00Z", "2026-03-29T04:00:00+02:00", "2026-03-29T04:00[Europe/Berlin]"),
     ]
-    assert items[1]["note"] and "+01:00 to +02:00" in items[1]["note"]
+    assert items[1]["note"] == ("UTC offset +01:00 -> +02:00 since the previous occurrence: "
+                                "same local time, 1 h earlier in UTC")
     assert {tuple(sorted(i)) for i in items} == {("local", "note", "runs", "scheduled_for", "slot")}
 
 
@@ -98,6 +99,11 @@ async def test_propose_confirm_trigger_tick_history(db: Database, db_dsn: str,
     assert [d["status"] for d in entry["deliveries"]] == ["delivered"]
     notice = json.loads((tmp_path / "holdings-notices.jsonl").read_text())
     assert notice["report_ref"] == f"report:demo/{entry['task_id']}"
+    _, out, _ = await cli("report", str(entry["task_id"]), "--tenant", "demo", dsn=db_dsn,
+                          home=tmp_path)
+    assert "receipt: verified" in out and "# Wednesday holdings review" in out
+    code, _, err = await cli("history", "--status", "bogus", dsn=db_dsn, home=tmp_path, check=False)
+    assert code == 2 and "--status" in err
 
 
 @pytest.mark.parametrize(

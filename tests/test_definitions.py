@@ -196,3 +196,14 @@ async def test_confirming_a_one_shot_in_the_past_is_refused(db: Database) -> Non
                              spec=spec, proposed_by="agent:chat")
     with pytest.raises(Conflict, match="no occurrence after"):
         await confirm(db, clock, me, definition_id="d1", revision=1, spec_hash=proposal.spec_hash)
+
+
+async def test_an_edit_must_name_its_base_revision(db: Database) -> None:
+    """Proposing again without based_on says which revision to base it on."""
+    clock = FakeClock(utc("2026-12-01T00:00:00Z"))
+    await owner(db, clock)
+    await propose(db, clock, tenant_id="acme", definition_id="d1", owner_user_id="alice",
+                  spec=parse_spec(DAILY), proposed_by="agent:chat")
+    with pytest.raises(Conflict, match="propose again with --based-on 1"):
+        await propose(db, clock, tenant_id="acme", definition_id="d1", owner_user_id="alice",
+                      spec=parse_spec(DAILY), proposed_by="agent:chat")

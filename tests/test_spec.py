@@ -64,7 +64,18 @@ def test_round_trip_through_json() -> None:
      ({"output": {"kind": "artifact"}}, "output", "needs a directory and a type"),
      ({"titel": "typo"}, "titel", "is not a field"),
      ({"trigger": {"type": "at", "at": "2026-10-25T02:30", "zone": "Nowhere/City"}},
-      "trigger.zone", "unknown time zone")],
+      "trigger.zone", "unknown time zone"),
+     ({"delivery": [{"channel": "file", "destination": "../escape.jsonl"}]},
+      "delivery.destination", "not a relative path inside WATCHKEEPER_HOME"),
+     ({"delivery": [{"channel": "file", "destination": "/etc/passwd"}]},
+      "delivery.destination", "not a relative path inside WATCHKEEPER_HOME"),
+     ({"output": {"kind": "artifact", "directory": "a/../../b", "type": ".md"}},
+      "output.directory", "not a relative path"),
+     ({"output": {"kind": "artifact", "directory": "d", "type": "md;rm"}},
+      "output.type", "not a file suffix"),
+     ({"lateness": {"late_grace": "30m"}}, "lateness.late_grace", "'30m' is not a duration"),
+     ({"trigger": {"type": "cron", "exp": "0 9 * * *", "zone": "UTC"}}, "trigger.exp",
+      "is not a field")],
 )
 def test_errors_name_the_field(patch: dict[str, Any], field: str, words: str) -> None:
     """Every invalid input raises SpecError with the field path and a fix."""
@@ -98,3 +109,24 @@ def test_a_repeated_at_time_means_its_first_instant() -> None:
 def test_any_descriptive_text_keeps_the_hash(title: str, notes: str) -> None:
     """Property: no title or notes change the effective hash."""
     assert parse_spec({**BASE, "title": title, "notes": notes}).spec_hash == parse_spec(BASE).spec_hash
+
+
+def test_a_misspelled_field_gets_a_suggestion() -> None:
+    """'exp' instead of 'expr' names the misspelling and the likely field."""
+    with pytest.raises(SpecError) as info:
+        parse_spec({"version": 1, "trigger": {"type": "cron", "exp": "0 9 * * *", "zone": "UTC"}})
+    assert info.value.fix == "did you mean 'expr'?"
+
+
+def test_previews_respect_the_ends() -> None:
+    """bounded_calendar stops at ends.until and after ends.after occurrences."""
+    import itertools
+
+    after = datetime(2026, 1, 1, tzinfo=UTC)
+    spec = parse_spec({"version": 1, "trigger": {"type": "interval", "every": 120},
+                       "ends": {"after": 3}})
+    assert len(list(itertools.islice(spec.bounded_calendar().slots_after(after), 10))) == 3
+    until = parse_spec({"version": 1, "trigger": {"type": "interval", "every": 60},
+                        "ends": {"until": "2026-01-01T00:05:00Z"}})
+    slots = list(itertools.islice(until.bounded_calendar().slots_after(after), 10))
+    assert [s.scheduled_for.minute for s in slots] == [1, 2, 3, 4, 5]

@@ -72,8 +72,8 @@ def _offset_note(previous: datetime, slot: Slot) -> str | None:
     shift = now - before
     direction = "earlier" if shift > timedelta(0) else "later"
     return (
-        f"UTC offset changed from {_fmt(before)} to {_fmt(now)} since the previous "
-        f"occurrence: the same local time is {_span(abs(shift))} {direction} in UTC."
+        f"UTC offset {_fmt(before)} -> {_fmt(now)} since the previous occurrence: "
+        f"same local time, {_span(abs(shift))} {direction} in UTC"
     )
 
 

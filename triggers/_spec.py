@@ -13,13 +13,16 @@ Unknown trigger types, unknown versions and unknown fields are rejected with a
 
 from __future__ import annotations
 
+import difflib
 import enum
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import PurePosixPath
 from typing import Annotated, Any, ClassVar, Literal
 
 import pydantic
@@ -29,6 +32,7 @@ from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_wi
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._errors import SpecError
+from ._slots import Slot
 from ._zones import WallKind, classify_wall, load_zone, require_aware
 
 __all__ = [
@@ -233,19 +237,40 @@ class Limits(_Model):
         return value
 
 
+def inside_path(value: str, field: str) -> str:
+    """Return ``value`` if it is a relative path that cannot leave its base directory.
+
+    Specs come from agents: a destination or an output directory names a place under
+    WATCHKEEPER_HOME, never an absolute path or one with ``..``.
+
+    Raises:
+        SpecError: naming ``field``.
+    """
+    path = PurePosixPath(value)
+    if not value or path.is_absolute() or ".." in path.parts or "\\" in value or "\x00" in value:
+        raise SpecError(
+            field, f"{value!r} is not a relative path inside WATCHKEEPER_HOME.",
+            "write a relative path without '..', e.g. 'reports.jsonl' or 'drafts/daily'.",
+        )
+    return value
+
+
 class Delivery(_Model):
-    """One notification destination for the committed report."""
+    """One notification destination for the committed report. A ``file`` destination is
+    a relative path under WATCHKEEPER_HOME."""
 
     channel: Literal["log", "file"] = "log"
     destination: str = ""
 
     @pydantic.model_validator(mode="after")
     def _destination(self) -> Delivery:
-        if self.channel == "file" and not self.destination:
-            raise SpecError(
-                "delivery.destination", "a file delivery needs a path.",
-                "set destination = 'reports.jsonl' (relative to WATCHKEEPER_HOME) or an absolute path.",
-            )
+        if self.channel == "file":
+            if not self.destination:
+                raise SpecError(
+                    "delivery.destination", "a file delivery needs a path.",
+                    "set destination = 'reports.jsonl' (relative to WATCHKEEPER_HOME).",
+                )
+            inside_path(self.destination, "delivery.destination")
         return self
 
 
@@ -264,6 +289,11 @@ class OutputPromise(_Model):
                 "output", "an artifact promise needs a directory and a type.",
                 "set output.directory = 'drafts' and output.type = '.md'.",
             )
+        if self.directory is not None:
+            inside_path(self.directory, "output.directory")
+        if self.type is not None and not re.fullmatch(r"\.[A-Za-z0-9]{1,16}", self.type):
+            raise SpecError("output.type", f"{self.type!r} is not a file suffix.",
+                            "write a suffix such as '.md' or '.json'.")
         return self
 
 
@@ -308,6 +338,11 @@ class SpecV1(_Model):
         """The schedule of this spec's trigger."""
         return self.trigger.calendar()
 
+    def bounded_calendar(self) -> Calendar:
+        """The calendar with this spec's ends applied, counting ``ends.after`` from the
+        first slot after the instant asked about (as if confirmed then): for previews."""
+        return _Bounded(self.calendar(), self.ends.until, self.ends.after)
+
     def window(self, cursor: datetime, now: datetime, slots_seen: int = 0) -> DueWindow:
         """The slots due in ``(cursor, now]`` and the next one, within this spec's ends.
 
@@ -325,6 +360,21 @@ class SpecV1(_Model):
     def to_json(self) -> dict[str, Any]:
         """The whole spec (both parts) as JSON-compatible data; round-trips."""
         return self.model_dump(mode="json")
+
+
+class _Bounded:
+    """A calendar cut by an end instant and a count."""
+
+    def __init__(self, inner: Calendar, until: datetime | None, count: int | None) -> None:
+        self.inner, self.until, self.count = inner, until, count
+
+    def slots_after(self, after: datetime) -> Iterator[Slot]:
+        for index, slot in enumerate(self.inner.slots_after(after)):
+            if (self.count is not None and index >= self.count) or (
+                self.until is not None and slot.scheduled_for > self.until
+            ):
+                return
+            yield slot
 
 
 Spec = SpecV1
@@ -387,7 +437,8 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
 
 def _translate(exc: pydantic.ValidationError) -> SpecError:
     errors = exc.errors()
-    first = errors[0]
+    # A misspelled field shows up as "extra" plus "missing": name the misspelling first.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     original = (first.get("ctx") or {}).get("error")
     where = _where(first["loc"])
     more = f" ({len(errors) - 1} more problem(s) after this one.)" if len(errors) > 1 else ""
@@ -403,9 +454,24 @@ def _translate(exc: pydantic.ValidationError) -> SpecError:
         return SpecError("trigger.type", f"is missing.{more}",
                          "set trigger.type to 'at', 'cron' or 'interval'.")
     if first["type"] == "extra_forbidden":
-        return SpecError(where, f"is not a field of this spec.{more}",
-                         "remove it or check its spelling against the README.")
+        return SpecError(where, f"is not a field of this spec.{more}", _did_you_mean(first, errors))
+    if first["type"].startswith("time_delta"):
+        return SpecError(where, f"{first['input']!r} is not a duration.{more}",
+                         "write seconds (1800) or an ISO 8601 duration such as 'PT30M' or 'P1D'.")
+    if first["type"].startswith("datetime"):
+        return SpecError(where, f"{first['input']!r} is not a date and time.{more}",
+                         "write ISO 8601, e.g. '2026-12-02T20:00:00+01:00'.")
     return SpecError(where, f"{first['msg']}.{more}", "see the spec reference in the README.")
+
+
+def _did_you_mean(extra: Any, errors: list[Any]) -> str:
+    """Suggest the missing field a misspelled one probably meant."""
+    name = str(extra["loc"][-1])
+    missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing"]
+    close = difflib.get_close_matches(name, missing, n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "remove it or check its spelling against the README."
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
