@@ -359,21 +359,7 @@ async def _record_events(tx: Connection, kept: Sequence[Plan], fenced: Sequence[
                          now: datetime, actor: str, report: TickReport) -> None:
     rows: list[tuple[Any, ...]] = []
     for plan in kept:
-        rev = plan.due.revision
-        if plan.bindings_error is not None and plan.window.due:
-            first, last = plan.window.due[0], plan.window.due[-1]
-            rows.append((plan.due.tenant_id, plan.due.definition_id, "*", rev,
-                         EventKind.BINDINGS_INVALID.value, first.key, last.key, first.scheduled_for,
-                         last.scheduled_for, len(plan.window.due), plan.bindings_error))
-        if plan.superseded:
-            first, last = plan.superseded[0], plan.superseded[-1]
-            for tenant_id, binding_id in plan.units:
-                report.ranges += 1
-                rows.append((tenant_id, plan.due.definition_id, binding_id, rev,
-                             EventKind.SKIPPED_SUPERSEDED.value, first.key, last.key,
-                             first.scheduled_for, last.scheduled_for, len(plan.superseded),
-                             f"only the latest due occurrence ({plan.window.due[-1].key}) "
-                             "is a candidate"))
+        rows.extend(_plan_events(plan, report))
     for plan in fenced:
         for cand in plan.candidates:
             rows.append((cand.tenant_id, plan.due.definition_id, cand.binding_id,
@@ -385,6 +371,35 @@ async def _record_events(tx: Connection, kept: Sequence[Plan], fenced: Sequence[
         await tx.execute("events_insert", *[list(c) for c in zip(*rows, strict=True)], now, actor)
 
 
+def _plan_events(plan: Plan, report: TickReport) -> list[tuple[Any, ...]]:
+    """The ranges a kept plan records once: refused binding sets, superseded slots, and
+    DST-gap slots after the candidate."""
+    window, rev, definition_id = plan.window, plan.due.revision, plan.due.definition_id
+    rows: list[tuple[Any, ...]] = []
+    if plan.bindings_error is not None and window.due:
+        first = window.superseded.first if window.superseded else window.candidate
+        assert first is not None and window.last is not None
+        rows.append((plan.due.tenant_id, definition_id, "*", rev, EventKind.BINDINGS_INVALID.value,
+                     first.key, window.last.key, first.scheduled_for, window.last.scheduled_for,
+                     window.count, plan.bindings_error))
+        return rows
+    ranges = []
+    if window.superseded is not None:
+        assert window.candidate is not None
+        ranges.append((EventKind.SKIPPED_SUPERSEDED, window.superseded,
+                       f"only the latest due occurrence ({window.candidate.key}) is a candidate"))
+    if window.gaps_after is not None:
+        ranges.append((EventKind.SKIPPED_DST_GAP, window.gaps_after,
+                       "local times that do not exist (DST gap) after the candidate"))
+    for kind, span, reason in ranges:
+        for tenant_id, binding_id in plan.units:
+            report.ranges += 1
+            rows.append((tenant_id, definition_id, binding_id, rev, kind.value, span.first.key,
+                         span.last.key, span.first.scheduled_for, span.last.scheduled_for,
+                         span.count, reason))
+    return rows
+
+
 async def _advance(tx: Connection, kept: Sequence[Plan], now: datetime) -> None:
     kept = [p for p in kept if not p.manual]
     if not kept:
@@ -392,7 +407,7 @@ async def _advance(tx: Connection, kept: Sequence[Plan], now: datetime) -> None:
     await tx.execute(
         "definitions_advance",
         [p.due.tenant_id for p in kept], [p.due.definition_id for p in kept],
-        [p.new_cursor for p in kept], [p.due.slots_seen + len(p.window.due) for p in kept],
+        [p.new_cursor for p in kept], [p.due.slots_seen + p.window.count for p in kept],
         [p.next_due_at for p in kept],
         ["completed" if p.window.ended else "active" for p in kept], now,
     )
@@ -407,7 +422,7 @@ async def _recover(db: Database, writes: _Writes | None, report: TickReport) -> 
     plan = moved[0]
     row = await db.fetchrow("definition_get", plan.due.tenant_id, plan.due.definition_id)
     committed = row is not None and row["cursor_at"] == plan.new_cursor and (
-        row["slots_seen"] == plan.due.slots_seen + len(plan.window.due))
+        row["slots_seen"] == plan.due.slots_seen + plan.window.count)
     if not committed:
         report.decisions.clear()
         report.runs.clear()

@@ -18,6 +18,7 @@ from typing import Any
 from triggers import (
     USER_BINDING_ID,
     EventKind,
+    SlotRange,
     Spec,
     SpecError,
     check_identifier,
@@ -266,6 +267,7 @@ async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, defin
             raise Conflict(f"revision {revision} has no occurrence after {now.isoformat()}; "
                            "propose a later time")
         status = "paused" if row["status"] == "paused" else "active"
+        await record_replaced_span(tx, row, now, principal.label)
         await tx.execute("revision_confirm", tenant_id, definition_id, revision,
                          principal.label, now)
         await tx.execute("revisions_retire", tenant_id, definition_id, revision)
@@ -338,30 +340,45 @@ async def resume(db: Database, clock: Clock, actor: Actor, tenant_id: str,
             raise Conflict(f"definition {definition_id} is {row['status']}, not paused")
         spec = spec_from_row(await tx.fetchrow("revision_get", tenant_id, definition_id,
                                                row["effective_revision"]))
-        window = spec.window(row["cursor_at"], now, row["slots_seen"])
-        await _record_paused_span(tx, row, window.due, now, actor.label)
-        status = "completed" if window.ended else "active"
-        next_due = None if window.next_slot is None else window.next_slot.scheduled_for
+        pivot = max(row["paused_at"], row["cursor_at"])
+        before = spec.window(row["cursor_at"], pivot, row["slots_seen"])
+        seen = row["slots_seen"] + before.count
+        during = spec.window(pivot, now, seen)
+        await _record_span(tx, row, before.span, EventKind.SKIPPED_SUPERSEDED,
+                           "missed before the pause", now, actor.label)
+        await _record_span(tx, row, during.span, EventKind.SKIPPED_PAUSED, "definition was paused",
+                           now, actor.label)
+        last = during.last or before.last
+        status = "completed" if during.ended else "active"
+        next_due = None if during.next_slot is None else during.next_slot.scheduled_for
         return int(await tx.fetchval(
             "definition_set_status", tenant_id, definition_id, status, None,
-            window.due[-1].scheduled_for if window.due else row["cursor_at"],
-            row["slots_seen"] + len(window.due), next_due, now))
+            last.scheduled_for if last else row["cursor_at"], seen + during.count, next_due, now))
 
 
-async def _record_paused_span(tx: Connection, row: Any, due: tuple[Any, ...], now: datetime,
-                              label: str) -> None:
-    before = [s for s in due if s.scheduled_for <= row["paused_at"]]
-    during = [s for s in due if s.scheduled_for > row["paused_at"]]
+async def _record_span(tx: Connection, row: Any, span: SlotRange | None, kind: EventKind,
+                       why: str, now: datetime, label: str) -> None:
+    """Record a range of slots that were never decided one by one."""
+    if span is None:
+        return
     binding = USER_BINDING_ID if row["origin"] == "user" else "*"
-    for kind, slots, why in (
-        (EventKind.SKIPPED_SUPERSEDED, before, "missed before the pause"),
-        (EventKind.SKIPPED_PAUSED, during, "definition was paused"),
-    ):
-        if slots:
-            await tx.execute(
-                "event_insert", row["tenant_id"], row["definition_id"], binding,
-                row["effective_revision"], kind.value, slots[0].key, slots[-1].key,
-                slots[0].scheduled_for, slots[-1].scheduled_for, len(slots), why, now, label)
+    await tx.execute("event_insert", row["tenant_id"], row["definition_id"], binding,
+                     row["effective_revision"], kind.value, span.first.key, span.last.key,
+                     span.first.scheduled_for, span.last.scheduled_for, span.count, why, now, label)
+
+
+async def record_replaced_span(tx: Connection, row: Any, now: datetime, label: str) -> None:
+    """Before a new revision takes over, record the old revision's slots that were due
+    but never processed (an outage, or a paused span): they are not replayed."""
+    if row["effective_revision"] is None or row["status"] not in ("active", "paused"):
+        return
+    old = spec_from_row(await tx.fetchrow("revision_get", row["tenant_id"], row["definition_id"],
+                                          row["effective_revision"]))
+    window = old.window(row["cursor_at"], now - EPSILON, row["slots_seen"])
+    kind, why = ((EventKind.SKIPPED_PAUSED, "definition was paused when it was replaced")
+                 if row["status"] == "paused" else
+                 (EventKind.SKIPPED_RECONFIRMED, "never processed before a new revision took over"))
+    await _record_span(tx, row, window.span, kind, why, now, label)
 
 
 async def cancel(db: Database, clock: Clock, actor: Actor, tenant_id: str, definition_id: str,

@@ -105,7 +105,7 @@ async def trigger_now(db: Database, clock: Clock, actor: Actor, tenant_id: str,
                   lateness, kind="manual")
         for unit_tenant, binding_id, unit_binding in units
     )
-    plan = Plan(item, DueWindow((slot,), None), candidates, (),
+    plan = Plan(item, DueWindow(1, slot, slot, None, None, None), candidates,
                 tuple((t, b) for t, b, _ in units), manual=True)
     report = await admit(db, [plan], now, actor.label, wait=True)
     if report.fenced_out:
@@ -171,7 +171,8 @@ async def _approve(tx: Connection, item: DueDefinition, occ: Any, now: datetime,
     lateness = LatenessVerdict(Decision.ADMITTED, True,
                                max(now - occ["not_before"], timedelta(0)), f"approved by {label}")
     cand = Candidate(unit[2], unit[0], unit[1], slot, timing, lateness)
-    plan = Plan(item, DueWindow((slot,), None), (cand,), (), ((unit[0], unit[1]),), manual=False)
+    plan = Plan(item, DueWindow(1, slot, slot, None, None, None), (cand,), ((unit[0], unit[1]),),
+                manual=False)
     key = (cand.tenant_id, item.definition_id, cand.binding_id)
     active = (await active_tasks(tx, [(plan, cand)])).get(key, [])
     budgets, periods = await budget_states(tx, [(plan, cand)])

@@ -33,7 +33,7 @@ from triggers import (
 
 from ._clock import Clock
 from ._db import Connection, Database
-from ._definitions import EPSILON
+from ._definitions import EPSILON, record_replaced_span
 from ._errors import Conflict, NotFound
 
 __all__ = ["Registry", "RunContext", "ScheduleDef", "register"]
@@ -211,12 +211,15 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
         elif row["effective_revision"] is not None:
             current = await tx.fetchrow("revision_get", OPERATOR_TENANT, definition.id,
                                         row["effective_revision"])
-            if current is not None and current["spec_hash"] == digest and row["status"] != "cancelled":
+            if current is not None and current["spec_hash"] == digest:
+                # unchanged: a no-op; a cancelled one stays cancelled (a restart of the host
+                # that still registers it must not revive what an operator ended)
                 return int(row["effective_revision"])
         window = spec.window(now - EPSILON, now - EPSILON)
         if window.next_slot is None:
             raise Conflict(f"{definition.id} has no occurrence after {now.isoformat()}")
         revision = row["latest_revision"] + 1
+        await record_replaced_span(tx, row, now, "operator")
         await tx.execute("revision_insert", OPERATOR_TENANT, definition.id, revision, spec.to_json(),
                          digest, definition.registration(), "registered", None, "operator", now,
                          "operator", now)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import anyio
 
 from triggers import (
     USER_BINDING_ID,
@@ -74,9 +76,8 @@ class Plan:
     """What one tick intends for one definition.
 
     Attributes:
-        window: the due slots and the next one.
+        window: the due slots (summarized) and the next one.
         candidates: one per binding when a slot is due; empty otherwise.
-        superseded: older due slots, recorded as one range per binding.
         units: the (tenant_id, binding_id) pairs the definition fans out to.
         bindings_error: why the resolved binding set was refused (nothing is claimed).
         manual: an explicit trigger-now: overrun is bypassed and the cursor is untouched.
@@ -85,7 +86,6 @@ class Plan:
     due: DueDefinition
     window: DueWindow
     candidates: tuple[Candidate, ...]
-    superseded: tuple[Slot, ...]
     units: tuple[tuple[str, str], ...]
     bindings_error: str | None = None
     manual: bool = False
@@ -93,7 +93,7 @@ class Plan:
     @property
     def new_cursor(self) -> datetime:
         """The cursor after this plan: the last due slot's instant."""
-        return self.window.due[-1].scheduled_for if self.window.due else self.due.cursor_at
+        return self.window.last.scheduled_for if self.window.last else self.due.cursor_at
 
     @property
     def next_due_at(self) -> datetime | None:
@@ -149,12 +149,20 @@ async def plan_tick(due: Sequence[DueDefinition], now: datetime, registry: Regis
         key = (item.spec_hash, item.cursor_at, item.slots_seen)
         window = windows.get(key)
         if window is None:
-            window = windows[key] = item.spec.window(item.cursor_at, now, item.slots_seen)
+            window = windows[key] = await _window(item, now)
         units = await units_of(item, registry)
         if units is None:
             continue
         plans.append(_plan(item, window, units, now))
     return plans
+
+
+async def _window(item: DueDefinition, now: datetime) -> DueWindow:
+    """The due window; a cron window spanning over a day (a long outage) is enumerated in
+    a worker thread so lease renewals on the event loop keep their timing."""
+    if now - item.cursor_at <= timedelta(days=1):
+        return item.spec.window(item.cursor_at, now, item.slots_seen)
+    return await anyio.to_thread.run_sync(item.spec.window, item.cursor_at, now, item.slots_seen)
 
 
 Unit = tuple[str, str, Binding | None]
@@ -210,10 +218,11 @@ def _user_binding(item: DueDefinition) -> Binding:
 
 def _plan(item: DueDefinition, window: DueWindow, units: list[Unit] | str, now: datetime) -> Plan:
     if isinstance(units, str):
-        return Plan(item, window, (), (), (), units)
-    if not window.due:
-        return Plan(item, window, (), (), tuple((t, b) for t, b, _ in units))
-    slot, superseded = window.due[-1], window.due[:-1]
+        return Plan(item, window, (), (), units)
+    pairs = tuple((t, b) for t, b, _ in units)
+    slot = window.candidate
+    if slot is None:
+        return Plan(item, window, (), pairs)
     spec = item.spec
     candidates = []
     for tenant_id, binding_id, binding in units:
@@ -223,8 +232,7 @@ def _plan(item: DueDefinition, window: DueWindow, units: list[Unit] | str, now: 
         )
         verdict = decide_lateness(slot, timing, now, spec.lateness.policy)
         candidates.append(Candidate(binding, tenant_id, binding_id, slot, timing, verdict))
-    return Plan(item, window, tuple(candidates), tuple(superseded),
-                tuple((t, b) for t, b, _ in units))
+    return Plan(item, window, tuple(candidates), pairs)
 
 
 def delivery_json(deliveries: Sequence[Delivery]) -> list[dict[str, Any]]:

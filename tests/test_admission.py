@@ -258,8 +258,10 @@ async def test_reconfirm_during_a_tick_is_fenced_out(db: Database) -> None:
     await confirm(db, clock, me, definition_id="d1", revision=2, spec_hash=proposal.spec_hash)
     report = await admit(db, plans, clock.now(), "racing-tick")
     assert (report.fenced_out, report.admitted) == (1, 0)
-    (event,) = await events(db)
-    assert (event["kind"], event["first_slot"], event["revision"]) == (
+    replaced, fenced = await events(db)
+    assert (replaced["kind"], replaced["first_slot"], replaced["revision"]) == (
+        "skipped_reconfirmed", "2026-06-01T09:00[Europe/Paris]", 1)
+    assert (fenced["kind"], fenced["first_slot"], fenced["revision"]) == (
         "fenced_out", "2026-06-01T09:00[Europe/Paris]", 1)
     clock.advance(1)
     assert (await tick(db, clock)).admitted == 0

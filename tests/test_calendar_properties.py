@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from _oracle import Oracle
@@ -22,11 +23,11 @@ ZONES = [
     "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Antarctica/Troll",
     "America/Santiago", "Asia/Beirut", "Pacific/Apia", "Europe/London", "UTC", "Asia/Kolkata",
 ]
-MINUTES = ["*", "*/15", "*/45", "0", "30", "0,30", "15", "5/20", "10-20/5", "59"]
+MINUTES = ["*", "*/15", "*/45", "0", "30", "0,30", "15", "5/20", "10-20/5", "59", "5-5", "58-58/4"]
 HOURS = ["*", "*/3", "0", "1", "2", "3", "1-3", "0-23/2", "23", "12", "22-23"]
-DOMS = ["*", "*", "*", "1", "15", "*/2", "1-7", "31", "29"]
+DOMS = ["*", "*", "*", "1", "15", "*/2", "1-7", "31", "29", "13-13"]
 MONTHS = ["*", "*", "1-12", "3,4,9,10,11", "*/2"]
-DOWS = ["*", "*", "1-5", "0", "5", "6,0", "mon"]
+DOWS = ["*", "*", "1-5", "0", "5", "6,0", "mon", "sat-sat", "1-1,3", "1/6", "7"]
 
 
 def _transitions(zone: str, year: int) -> list[datetime]:
@@ -138,7 +139,8 @@ def test_interval_never_drifts(every_s: int, anchor: datetime, offset_s: int) ->
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 3600), st.integers(0, 500), st.integers(0, 500), st.integers(1, 20))
 def test_due_windows_partition_the_calendar(every_s: int, a: int, b: int, limit: int) -> None:
-    """Successive windows (tick, tick, ...) cover every slot once, within the ends."""
+    """Successive windows (tick, tick, ...) cover every slot once, within the ends; an
+    interval's arithmetic window equals the enumerated one."""
     every = timedelta(seconds=every_s)
     anchor = datetime(2026, 1, 1, tzinfo=UTC)
     schedule = IntervalSchedule(every, anchor)
@@ -148,13 +150,32 @@ def test_due_windows_partition_the_calendar(every_s: int, a: int, b: int, limit:
     remaining = limit
     for now in ticks:
         window = due_window(schedule, cursor, now, remaining=remaining)
-        seen.extend(window.due)
-        remaining -= len(window.due)
-        if window.due:
-            cursor = window.due[-1].scheduled_for
+        assert window == _enumerated_window(schedule, cursor, now, remaining)
+        if window.span is not None:
+            seen.extend([window.span.first, window.span.last][: window.span.count])
+            assert window.candidate == window.last == window.span.last
+        remaining -= window.count
+        if window.last is not None:
+            cursor = window.last.scheduled_for
     expected = list(itertools.islice(schedule.slots_after(anchor - timedelta(seconds=1)), limit))
     expected = [s for s in expected if s.scheduled_for <= ticks[-1]]
-    assert seen == expected
+    assert len(expected) == limit - remaining
+    assert {s.key for s in seen} <= {s.key for s in expected}
+
+
+class _Plain:
+    """The same schedule without its arithmetic fast path."""
+
+    def __init__(self, inner: IntervalSchedule) -> None:
+        self.inner = inner
+
+    def slots_after(self, after: datetime) -> Any:
+        return self.inner.slots_after(after)
+
+
+def _enumerated_window(schedule: IntervalSchedule, cursor: datetime, now: datetime,
+                       remaining: int) -> Any:
+    return due_window(_Plain(schedule), cursor, now, remaining=remaining)
 
 
 @given(st.integers(0, 3_600_000_000), st.text(max_size=20), st.text(max_size=20))

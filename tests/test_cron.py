@@ -262,6 +262,24 @@ class TestPeerBugReports:
             "00:45", "01:00", "01:45", "02:00",
         ]
 
+    @pytest.mark.parametrize(
+        ("expr", "expected"),
+        [("0 9 * * sat-sat", ["2026-01-03", "2026-01-10"]),
+         ("0 9 13-13 * *", ["2026-01-13", "2026-02-13"]),
+         ("0 9 * * 1-1,3", ["2026-01-05", "2026-01-07"]),
+         ("0 9 * * 1/6", ["2026-01-04", "2026-01-05"])],
+    )
+    def test_equal_ended_ranges_and_weekday_steps_read_as_vixie(self, expr: str,
+                                                                expected: list[str]) -> None:
+        """sat-sat is Saturday (croniter: every day); 1/6 in day-of-week is 1-7/6,
+        Monday and Sunday (croniter: Monday only)."""
+        assert [s[:10] for s in nxt(expr, "UTC", "2026-01-01T00:00Z", 2)] == expected
+
+    def test_equal_ended_minute_range_is_one_minute(self) -> None:
+        """5-5 in the minute field is 5 past, not every minute."""
+        assert [s[11:16] for s in nxt("5-5 9 * * *", "UTC", "2026-01-01T00:00Z", 2)] == [
+            "09:05", "09:05"]
+
     def test_value_slash_step_means_value_to_max(self) -> None:
         """5/15 means 5-59/15."""
         assert [s[14:16] for s in nxt("5/15 * * * *", "UTC", "2026-01-01T00:00Z", 5)] == [

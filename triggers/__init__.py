@@ -23,6 +23,7 @@ from ._calendar import AtSchedule as AtSchedule
 from ._calendar import Calendar as Calendar
 from ._calendar import DueWindow as DueWindow
 from ._calendar import IntervalSchedule as IntervalSchedule
+from ._calendar import SlotRange as SlotRange
 from ._calendar import due_window as due_window
 from ._cron import CronExpression as CronExpression
 from ._cron import CronSchedule as CronSchedule
@@ -80,7 +81,7 @@ from ._zones import tzdata_version as tzdata_version
 __all__ = [
     "OPERATOR_TENANT", "RESERVED_PARAM_KEYS", "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
-    "IntervalSchedule", "due_window", "CronExpression", "CronSchedule", "DstGap", "ActiveTask",
+    "IntervalSchedule", "SlotRange", "due_window", "CronExpression", "CronSchedule", "DstGap", "ActiveTask",
     "BudgetState", "Decision", "AdmissionVerdict", "decide_admission", "EventKind",
     "LatenessVerdict", "LatePolicy", "OverrunPolicy",
     "OverrunVerdict", "Period", "Timing", "budget_period", "decide_budget", "decide_lateness",

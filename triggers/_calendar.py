@@ -11,12 +11,12 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._errors import NonAdvancingScheduleError
 from ._slots import Slot, utc_slot_key
 
-__all__ = ["AtSchedule", "Calendar", "DueWindow", "IntervalSchedule", "due_window"]
+__all__ = ["AtSchedule", "Calendar", "DueWindow", "IntervalSchedule", "SlotRange", "due_window"]
 
 
 class Calendar(Protocol):
@@ -51,11 +51,39 @@ class IntervalSchedule:
 
     def slots_after(self, after: datetime) -> Iterator[Slot]:
         """Yield ``anchor + n * every`` for every n >= 0 with the instant > ``after``."""
-        after = after.astimezone(UTC)
-        first = 0 if after < self.anchor else (after - self.anchor) // self.every + 1
-        for n in itertools.count(first):
-            instant = self.anchor + n * self.every
-            yield Slot(utc_slot_key(instant), instant, "UTC", instant.replace(tzinfo=None))
+        for n in itertools.count(self._first_after(after)):
+            yield self._slot(n)
+
+    def _first_after(self, instant: datetime) -> int:
+        """The smallest n >= 0 with ``anchor + n * every > instant``."""
+        instant = instant.astimezone(UTC)
+        return 0 if instant < self.anchor else (instant - self.anchor) // self.every + 1
+
+    def _slot(self, n: int) -> Slot:
+        instant = self.anchor + n * self.every
+        return Slot(utc_slot_key(instant), instant, "UTC", instant.replace(tzinfo=None))
+
+    def window(self, cursor: datetime, now: datetime, *, until: datetime | None = None,
+               remaining: int | None = None) -> DueWindow:
+        """:func:`due_window` by arithmetic: exact counts in O(1) for any outage."""
+        first = self._first_after(cursor)
+        stop = self._first_after(now)  # first index after now
+        if until is not None:
+            stop = min(stop, self._first_after(until))
+            end = self._first_after(until)
+        else:
+            end = None
+        if remaining is not None:
+            stop = min(stop, first + remaining)
+            end = first + remaining if end is None else min(end, first + remaining)
+        count = max(stop - first, 0)
+        nxt = max(stop, first)
+        next_slot = None if end is not None and nxt >= end else self._slot(nxt)
+        if count == 0:
+            return DueWindow(0, None, None, None, None, next_slot)
+        last = self._slot(stop - 1)
+        before = SlotRange(self._slot(first), self._slot(stop - 2), count - 1) if count > 1 else None
+        return DueWindow(count, last, last, before, None, next_slot)
 
 
 class AtSchedule:
@@ -86,23 +114,93 @@ class AtSchedule:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotRange:
+    """Consecutive slots recorded as one range: first, last and how many."""
+
+    first: Slot
+    last: Slot
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class DueWindow:
-    """What a tick sees of one schedule.
+    """What a tick sees of one schedule, without keeping every missed slot in memory.
 
     Attributes:
-        due: every slot in ``(cursor, now]``, oldest first, within the ends.
-        next_slot: the first slot after ``now`` within the ends, or ``None`` when the
-            schedule has ended.
-        ended: True when no slot remains after ``due`` (ends reached or a one-shot passed).
+        count: how many slots are due in ``(cursor, now]`` (within the ends).
+        last: the last due slot (the new cursor), or ``None``.
+        candidate: the occurrence to decide: the latest due slot that fires, else the
+            latest due slot (a skipped DST-gap slot).
+        superseded: the due slots before the candidate, as one range.
+        gaps_after: skipped DST-gap slots after the candidate, as one range.
+        next_slot: the first slot after ``now`` within the ends, ``None`` once ended.
     """
 
-    due: tuple[Slot, ...]
+    count: int
+    last: Slot | None
+    candidate: Slot | None
+    superseded: SlotRange | None
+    gaps_after: SlotRange | None
     next_slot: Slot | None
 
     @property
     def ended(self) -> bool:
         """True when the schedule has no slot after this window."""
         return self.next_slot is None
+
+    @property
+    def due(self) -> bool:
+        """True when at least one slot is due."""
+        return self.count > 0
+
+    @property
+    def span(self) -> SlotRange | None:
+        """All the due slots as one range (first, last, count), or ``None``."""
+        if not self.count or self.last is None:
+            return None
+        first = self.superseded.first if self.superseded else self.candidate
+        assert first is not None
+        return SlotRange(first, self.last, self.count)
+
+
+class _Summary:
+    """Streams due slots into a :class:`DueWindow` (O(1) memory)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last: Slot | None = None
+        self.last_fire: Slot | None = None
+        self.candidate: Slot | None = None
+        self.before: list[Any] = [None, None, 0]  # first, last, count before the candidate
+        self.gaps: list[Any] = [None, None, 0]  # non-firing slots after the candidate
+
+    def add(self, slot: Slot) -> None:
+        if slot.fires and self.last_fire is not None and (
+            slot.scheduled_for <= self.last_fire.scheduled_for
+        ):
+            raise NonAdvancingScheduleError(f"{slot.key} repeats {self.last_fire.key}")
+        if slot.fires:
+            self.last_fire = slot
+        self.count += 1
+        self.last = slot
+        if self.candidate is None:
+            self.candidate = slot
+        elif slot.fires or not self.candidate.fires:
+            self._push_before(self.candidate)
+            if self.gaps[2]:
+                self._push_before(self.gaps[0], self.gaps[1], self.gaps[2])
+                self.gaps = [None, None, 0]
+            self.candidate = slot
+        else:  # a gap slot after a firing candidate
+            self.gaps = [self.gaps[0] or slot, slot, self.gaps[2] + 1]
+
+    def _push_before(self, first: Slot, last: Slot | None = None, count: int = 1) -> None:
+        self.before = [self.before[0] or first, last or first, self.before[2] + count]
+
+    def window(self, next_slot: Slot | None) -> DueWindow:
+        before = SlotRange(*self.before) if self.before[2] else None
+        gaps = SlotRange(*self.gaps) if self.gaps[2] else None
+        return DueWindow(self.count, self.last, self.candidate, before, gaps, next_slot)
 
 
 def due_window(
@@ -113,7 +211,7 @@ def due_window(
     until: datetime | None = None,
     remaining: int | None = None,
 ) -> DueWindow:
-    """Enumerate the slots due after ``cursor`` up to ``now`` and the next one.
+    """Summarize the slots due after ``cursor`` up to ``now``, and find the next one.
 
     Args:
         calendar: the schedule.
@@ -123,21 +221,23 @@ def due_window(
         remaining: optional count of occurrences left before the schedule ends
             ("after N occurrences", counting skipped ones); 0 means ended.
 
-    Every missed slot is listed (never extrapolated from an assumed spacing).
+    Every missed slot is counted by enumeration (an interval by arithmetic), never
+    extrapolated from an assumed spacing. The cost is linear in the missed slots of a
+    cron schedule; callers run long windows off the event loop.
 
     Raises:
         NonAdvancingScheduleError: the calendar repeated an instant.
     """
-    due: list[Slot] = []
+    if isinstance(calendar, IntervalSchedule):
+        return calendar.window(cursor, now, until=until, remaining=remaining)
+    summary = _Summary()
     budget = remaining
     for slot in calendar.slots_after(cursor):
         if (until is not None and slot.scheduled_for > until) or budget == 0:
-            return DueWindow(tuple(due), None)
+            return summary.window(None)
         if slot.scheduled_for > now:
-            return DueWindow(tuple(due), slot)
-        if due and slot.fires and due[-1].fires and slot.scheduled_for <= due[-1].scheduled_for:
-            raise NonAdvancingScheduleError(f"{slot.key} repeats {due[-1].key}")
-        due.append(slot)
+            return summary.window(slot)
+        summary.add(slot)
         if budget is not None:
             budget -= 1
-    return DueWindow(tuple(due), None)
+    return summary.window(None)

@@ -80,7 +80,7 @@ class CronExpression:
             )
         for index, value in enumerate(fields):
             _check_field(index, value, field)
-        normal = " ".join(fields)
+        normal = " ".join(_vixie(index, value) for index, value in enumerate(fields))
         try:
             expanded, _ = croniter.expand(normal)
         except (CroniterBadCronError, CroniterError, ValueError) as exc:
@@ -123,6 +123,25 @@ def _check_field(index: int, value: str, field: str) -> None:
                 f"the {name} field {value!r} has the reversed range {low}-{high}.",
                 "write ranges low-high; list wrapping values instead (e.g. '22,23,0-2').",
             )
+
+
+def _vixie(index: int, value: str) -> str:
+    """Rewrite a field so croniter reads it as Vixie cron does.
+
+    croniter reads an equal-ended range (``5-5``, ``sat-sat``, ``13-13/2``) as a full
+    wrap-around; Vixie reads it as the single value. In day-of-week, Vixie's maximum is
+    7 (Sunday again), so ``a/n`` means ``a-7/n``; croniter stops at 6.
+    """
+    tokens = []
+    for token in value.split(","):
+        match = re.fullmatch(r"([0-9A-Za-z]+)-([0-9A-Za-z]+)(/\d+)?", token)
+        if match and _number(match.group(1), index) == _number(match.group(2), index):
+            token = match.group(1)
+        elif index == 4 and re.fullmatch(r"[0-9A-Za-z]+/\d+", token):
+            start, step = token.split("/")
+            token = f"{start}-7/{step}"
+        tokens.append(token)
+    return ",".join(tokens)
 
 
 def _number(token: str, index: int) -> int:

@@ -73,6 +73,8 @@ class EventKind(enum.StrEnum):
 
     SKIPPED_SUPERSEDED = "skipped_superseded"
     SKIPPED_PAUSED = "skipped_paused"
+    SKIPPED_DST_GAP = "skipped_dst_gap"
+    SKIPPED_RECONFIRMED = "skipped_reconfirmed"
     FENCED_OUT = "fenced_out"
     CLOCK_UNCERTAIN = "clock_uncertain"
     BINDINGS_INVALID = "bindings_invalid"

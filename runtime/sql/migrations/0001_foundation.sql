@@ -107,8 +107,9 @@ CREATE TABLE schedule_events (
     binding_id            text NOT NULL,
     revision              integer,
     kind                  text NOT NULL CHECK (kind IN (
-                              'skipped_superseded', 'skipped_paused', 'fenced_out',
-                              'clock_uncertain', 'bindings_invalid', 'schedule_ended')),
+                              'skipped_superseded', 'skipped_paused', 'skipped_dst_gap',
+                              'skipped_reconfirmed', 'fenced_out', 'clock_uncertain',
+                              'bindings_invalid', 'schedule_ended')),
     first_slot            text,
     last_slot             text,
     first_at              timestamptz,
