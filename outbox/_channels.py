@@ -67,19 +67,22 @@ class LogChannel:
 
 
 class FileChannel:
-    """Appends the notice as one JSON line to ``destination``, a path under
-    ``base_dir`` (never outside it), and fsyncs before reporting success."""
+    """Appends the notice as one JSON line to ``destination``, a path under the tenant's
+    own directory ``base_dir/<tenant>/`` (never outside it: tenants cannot write into each
+    other's files, nor anywhere else), and fsyncs before reporting success."""
 
     def __init__(self, base_dir: Path) -> None:
         self.base_dir = base_dir
 
-    def path_of(self, destination: str) -> Path:
-        """Where ``destination`` is written.
+    def path_of(self, tenant_id: str, destination: str) -> Path:
+        """Where ``destination`` of ``tenant_id`` is written.
 
         Raises:
-            DeliveryFailed: (permanent) the path would leave ``base_dir``.
+            DeliveryFailed: (permanent) the path would leave the tenant's directory.
         """
-        base = self.base_dir.resolve()
+        base = (self.base_dir / tenant_id).resolve()
+        if not base.is_relative_to(self.base_dir.resolve()) or base == self.base_dir.resolve():
+            raise DeliveryFailed(f"tenant {tenant_id!r} has no directory here", retryable=False)
         path = (base / destination).resolve()
         if not path.is_relative_to(base) or path == base:
             raise DeliveryFailed(f"{destination!r} is outside {base}", retryable=False)
@@ -87,7 +90,7 @@ class FileChannel:
 
     async def send(self, notice: Notice) -> str:
         """Append and fsync one line."""
-        path = self.path_of(notice.destination)
+        path = self.path_of(notice.tenant_id, notice.destination)
         line = json.dumps({"delivery_id": notice.delivery_id, "attempt": notice.attempt,
                            **notice.payload}, sort_keys=True) + "\n"
         try:

@@ -41,6 +41,8 @@ from ._definitions import confirm as confirm
 from ._definitions import pause as pause
 from ._definitions import propose as propose
 from ._definitions import resume as resume
+from ._effects import EffectGate as EffectGate
+from ._effects import EffectNotApplied as EffectNotApplied
 from ._embedded import EmbeddedPostgresError as EmbeddedPostgresError
 from ._embedded import embedded_postgres as embedded_postgres
 from ._errors import AuthError as AuthError
@@ -75,7 +77,8 @@ __all__ = [
     "OPERATOR", "UserPrincipal", "add_user", "authenticate", "cancel", "confirm", "pause",
     "propose", "resume", "EmbeddedPostgresError", "embedded_postgres", "AuthError",
     "BudgetExceeded", "CommitOutcomeUnknown", "ConfigError", "Conflict", "DatabaseUnavailable",
-    "EffectOutcomeUnknown", "NotFound", "StaleLease", "WatchkeeperError", "HistoryQuery",
+    "EffectOutcomeUnknown", "EffectGate", "EffectNotApplied", "NotFound", "StaleLease",
+    "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
     "tick", "Settings", "LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
     "Worker",

@@ -116,7 +116,7 @@ async def admit(db: Database, plans: Sequence[Plan], now: datetime, actor: str, 
     except CommitOutcomeUnknown as lost:
         log.warning("COMMIT acknowledgement lost for a tick batch; settling, then reading back")
         await db.settle(lost)
-        return await _recover(db, writes, report)
+        return await _recover(db, writes, report, actor, now)
     return report
 
 
@@ -376,6 +376,12 @@ def _plan_events(plan: Plan, report: TickReport) -> list[tuple[Any, ...]]:
     DST-gap slots after the candidate."""
     window, rev, definition_id = plan.window, plan.due.revision, plan.due.definition_id
     rows: list[tuple[Any, ...]] = []
+    if plan.failure is not None:
+        at = plan.due.cursor_at
+        rows.append((plan.due.tenant_id, definition_id, "*", rev, EventKind.PLANNING_FAILED.value,
+                     None, None, at, at, 0, f"cannot be scheduled, so it stopped: {plan.failure}; "
+                     "propose a corrected revision"))
+        return rows
     if plan.bindings_error is not None and window.due:
         first = window.superseded.first if window.superseded else window.candidate
         assert first is not None and window.last is not None
@@ -408,21 +414,24 @@ async def _advance(tx: Connection, kept: Sequence[Plan], now: datetime) -> None:
         "definitions_advance",
         [p.due.tenant_id for p in kept], [p.due.definition_id for p in kept],
         [p.new_cursor for p in kept], [p.due.slots_seen + p.window.count for p in kept],
-        [p.next_due_at for p in kept],
-        ["completed" if p.window.ended else "active" for p in kept], now,
+        [None if p.failure else p.next_due_at for p in kept],
+        ["failed" if p.failure else "completed" if p.window.ended else "active" for p in kept], now,
     )
 
 
-async def _recover(db: Database, writes: _Writes | None, report: TickReport) -> TickReport:
-    """After a lost COMMIT acknowledgement: committed iff the cursors moved."""
+async def _recover(db: Database, writes: _Writes | None, report: TickReport, actor: str,
+                   now: datetime) -> TickReport:
+    """After a lost (and settled) COMMIT: the batch committed iff its occurrence rows exist
+    with this tick's ``decided_by`` and ``decided_at``. Cursors are no evidence: another
+    replica may have moved them since."""
     report.recovered = True
-    moved = [p for p in writes.kept if p.window.due and not p.manual] if writes is not None else []
-    if not moved:
-        return report  # nothing but next_due_at recomputations: idempotent either way
-    plan = moved[0]
-    row = await db.fetchrow("definition_get", plan.due.tenant_id, plan.due.definition_id)
-    committed = row is not None and row["cursor_at"] == plan.new_cursor and (
-        row["slots_seen"] == plan.due.slots_seen + plan.window.count)
+    keys = [] if writes is None else [
+        (c.tenant_id, p.due.definition_id, c.binding_id, c.slot.key, c.kind)
+        for p in writes.kept for c in p.candidates]
+    if not keys:
+        return report  # nothing was claimed: only idempotent cursor moves, if anything
+    rows = await db.fetch("occurrences_by_keys", *[list(col) for col in zip(*keys, strict=True)])
+    committed = any(r["decided_by"] == actor and r["decided_at"] == now for r in rows)
     if not committed:
         report.decisions.clear()
         report.runs.clear()

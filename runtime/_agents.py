@@ -66,12 +66,15 @@ class Usage:
 
 
 class BudgetGuard:
-    """A run's budget (``limits.max_model_requests``, ``max_tool_attempts``,
-    ``max_cost_usd``); ``None`` limits are unlimited. Charges accumulate per run."""
+    """A task's run budget (``limits.max_model_requests``, ``max_tool_attempts``,
+    ``max_cost_usd``); ``None`` limits are unlimited. The budget is the task's, not one
+    attempt's: ``spent_before`` carries what earlier attempts used (DESIGN: a retry stays
+    within the task's budget); ``used`` is this attempt's spending."""
 
     def __init__(self, *, model_requests: int | None = None, tool_attempts: int | None = None,
-                 cost_usd: Decimal | None = None) -> None:
+                 cost_usd: Decimal | None = None, spent_before: Usage | None = None) -> None:
         self.limits = (model_requests, tool_attempts, cost_usd)
+        self.spent_before = spent_before or Usage()
         self.used = Usage()
 
     def charge(self, *, model_requests: int = 0, tool_attempts: int = 0,
@@ -83,11 +86,13 @@ class BudgetGuard:
         """
         new = Usage(self.used.model_requests + model_requests,
                     self.used.tool_attempts + tool_attempts, self.used.cost_usd + cost_usd)
-        for name, value, limit in zip(("model_requests", "tool_attempts", "cost_usd"),
-                                      (new.model_requests, new.tool_attempts, new.cost_usd),
+        before = self.spent_before
+        totals = (before.model_requests + new.model_requests,
+                  before.tool_attempts + new.tool_attempts, before.cost_usd + new.cost_usd)
+        for name, value, limit in zip(("model_requests", "tool_attempts", "cost_usd"), totals,
                                       self.limits, strict=True):
             if limit is not None and value > limit:
-                raise BudgetExceeded(f"{name}: {value} would exceed the run's limit of {limit}")
+                raise BudgetExceeded(f"{name}: {value} would exceed the task's limit of {limit}")
         self.used = new
 
 

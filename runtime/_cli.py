@@ -361,15 +361,24 @@ def trigger_cmd(
 def review_cmd(
     definition: str, slot: str,
     approve: Annotated[bool, typer.Option("--approve/--skip", help="Admit it late, or skip it.")],
-    tenant: Annotated[str | None, typer.Option()] = None,
+    tenant: Annotated[str | None, typer.Option(help="The definition's tenant (_operator for "
+                                                   "registered ones).")] = None,
     token: Annotated[str | None, typer.Option()] = None,
-    binding: Annotated[str, typer.Option()] = "owner",
+    binding: Annotated[str | None, typer.Option(help="TENANT/BINDING of a registered "
+                                                     "definition.")] = None,
 ) -> None:
     """Decide an occurrence waiting in review_required."""
     async def run(db: Database, settings: Settings) -> str:
         actor, tenant_id = await _actor(db, settings, token, tenant)
-        return await review(db, SystemClock(), actor, tenant_id, definition, slot,
-                            approve=approve, binding_id=binding)
+        if binding is None:
+            return await review(db, SystemClock(), actor, tenant_id, definition, slot,
+                                approve=approve)
+        if "/" not in binding:
+            raise SpecError("--binding", f"{binding!r} is not TENANT/BINDING.",
+                            "e.g. --binding org_acme/acme")
+        occurrence_tenant, binding_id = binding.split("/", 1)
+        return await review(db, SystemClock(), actor, occurrence_tenant, definition, slot,
+                            approve=approve, binding_id=binding_id, definition_tenant_id=tenant_id)
     out.print(f"{definition} {slot}: {_with_db(run)}")
 
 

@@ -133,7 +133,7 @@ async def _verify(db: Database, console: Console, definition_id: str, settings: 
     console.rule("checks")
     for name, held in checks.items():
         console.print(f"{'[green]ok[/]' if held else '[red]FAILED[/]'}  {name}")
-    notices = settings.home / NOTICES
+    notices = settings.home / "notices" / TENANT / NOTICES
     lines = [json.loads(x) for x in notices.read_text().splitlines()] if notices.exists() else []
     mine = [n for n in lines if n.get("definition_id") == definition_id]
     console.print(f"{notices}: {len(mine)} notice(s) for this run, e.g. "

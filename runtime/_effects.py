@@ -5,8 +5,10 @@ token is still current and records the effect's idempotency key as ``started``
 (seed 003: "the effect layer checks the token again before a side effect"). A
 retried or stale run therefore cannot repeat it: a key already ``done`` returns the
 recorded result without acting; a key an earlier attempt ``started`` and never
-finished raises :class:`EffectOutcomeUnknown`, and the task becomes ``unknown`` for
-reconciliation by that key instead of being retried blindly.
+finished, or whose action raised, raises :class:`EffectOutcomeUnknown`, and the task
+becomes ``unknown`` for reconciliation by that key instead of being retried blindly. An
+action that raises :class:`EffectNotApplied` declares that nothing happened: a retry may
+perform it again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from ._clock import Clock
 from ._db import Database
 from ._errors import EffectOutcomeUnknown, StaleLease
 
-__all__ = ["EffectGate"]
+__all__ = ["EffectGate", "EffectNotApplied"]
+
+
+class EffectNotApplied(Exception):  # noqa: N818 - it names a fact, not an error condition
+    """Raised by an effect's action when the provider *definitely* did not apply it (a
+    refused request, a validation error): the effect may be attempted again by a retry.
+    Any other exception leaves the outcome unknown and the task becomes ``unknown``."""
 
 T = TypeVar("T")
 
@@ -70,6 +78,11 @@ class EffectGate:
                 raise EffectOutcomeUnknown(key)
         try:
             result = await action(key)
+        except EffectNotApplied:
+            with anyio.CancelScope(shield=True):
+                await self._db.execute("effect_finish", self._tenant, key, self._token,
+                                       "not_applied", None, self._clock.now())
+            raise
         except BaseException:
             with anyio.CancelScope(shield=True):  # record even when cancelled
                 await self._db.execute("effect_finish", self._tenant, key, self._token, "failed",

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from triggers import (
+    OPERATOR_TENANT,
     Decision,
     DueWindow,
     LatenessVerdict,
@@ -137,7 +138,13 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
     Raises:
         NotFound: nothing of that slot waits for review.
     """
-    item = await _load(db, actor, definition_tenant_id or tenant_id, definition_id)
+    try:
+        item = await _load(db, actor, definition_tenant_id or tenant_id, definition_id)
+    except NotFound:
+        if definition_tenant_id is not None:
+            raise
+        # a registered definition's occurrence is under the binding's tenant
+        item = await _load(db, actor, OPERATOR_TENANT, definition_id)
     now = clock.now()
     async with db.transaction() as tx:
         await tx.fetch("definitions_lock_batch_wait", [item.tenant_id], [definition_id])
@@ -146,6 +153,8 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
             status = "pending" if approve else "expired"
             await tx.execute("task_review_decide", tenant_id, task["task_id"], status,
                              f"review: {'approved' if approve else 'skipped'} by {actor.label}", now)
+            if not approve:
+                await tx.execute("tasks_release_held", tenant_id, task["task_id"])
             return Decision.ADMITTED.value if approve else Decision.SKIPPED_REVIEW.value
         occ = await tx.fetchrow("occurrence_get", tenant_id, definition_id, binding_id, slot,
                                 "scheduled")
@@ -161,6 +170,10 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
 
 async def _approve(tx: Connection, item: DueDefinition, occ: Any, now: datetime,
                    label: str) -> str:
+    if occ["revision"] != item.revision:
+        raise Conflict(f"{item.definition_id} was reconfirmed (revision {occ['revision']} -> "
+                       f"{item.revision}) since this occurrence waited for review; the new revision "
+                       "decides: skip it, or trigger the definition now")
     units = await units_of(item, Registry())
     unit = next((u for u in units or [] if not isinstance(u, str)
                  and (u[0], u[1]) == (occ["tenant_id"], occ["binding_id"])), None)
@@ -185,4 +198,8 @@ async def _approve(tx: Connection, item: DueDefinition, occ: Any, now: datetime,
         if verdict.consumes_budget and key in periods:
             start, end, limit = periods[key]
             await tx.execute("budget_consume", [key[0]], [key[1]], [key[2]], [start], [end], [limit])
+        if verdict.cancel:
+            await tx.execute("tasks_cancel_previous", [cand.tenant_id] * len(verdict.cancel),
+                             list(verdict.cancel),
+                             "cancelled: a newer occurrence was admitted (cancel_previous)", now)
     return verdict.decision.value

@@ -101,6 +101,8 @@ class ScheduleDef:
             raise SpecError("run", "must be an async function.", "declare it with 'async def'.")
         if self.static_bindings is not None:
             validate_bindings(self.static_bindings)
+        if self.tenants is not None:
+            _check_tenants(self.tenants)
         self.spec()  # validates cadence and policies
 
     @property
@@ -141,6 +143,18 @@ class ScheduleDef:
         """Hash over the spec's effective part and the registration."""
         text = canonical_json({"spec": self.spec().effective(), "registration": self.registration()})
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_tenants(tenants: Sequence[str]) -> None:
+    """A run terminal's fan-out: unique, valid, not reserved."""
+    if isinstance(tenants, str):
+        raise SpecError("tenants", "must be a list of tenant ids.", "write tenants = ['acme'].")
+    for tenant in tenants:
+        check_identifier(tenant, "tenants")
+        if tenant.startswith("_"):
+            raise SpecError("tenants", f"{tenant!r} is reserved.", "use real tenant ids.")
+    if len(set(tenants)) != len(tenants):
+        raise SpecError("tenants", "lists a tenant twice.", "list each tenant once.")
 
 
 def _qualname(fn: Callable[..., Any]) -> str:

@@ -49,6 +49,7 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
             break
         position = after
     await reconcile_stale_runs(db, clock)
+    await db.execute("tasks_release_orphaned_holds")
     if execute_runs:
         for unit in total.runs:
             await execute_run(db, clock, registry, unit)

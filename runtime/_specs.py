@@ -36,6 +36,18 @@ def spec_from_json(spec_hash: str, data: Mapping[str, Any] | str) -> Spec:
 
 
 def spec_from_row(row: Mapping[str, Any] | None) -> Spec:
-    """The spec of a ``definition_revisions`` row (or any row with spec and spec_hash)."""
+    """The spec of a ``definition_revisions`` row (or any row with spec and spec_hash).
+
+    The cache is keyed by ``spec_hash``, which covers the effective part only: the
+    descriptive part (title, notes) always comes from the row itself, so two tenants
+    with the same effective spec never see each other's titles.
+    """
     assert row is not None, "revision row missing"
-    return spec_from_json(row["spec_hash"], row["spec"])
+    data = row["spec"]
+    if isinstance(data, str):
+        data = json.loads(data)
+    base = spec_from_json(row["spec_hash"], data)
+    title, notes = data.get("title", ""), data.get("notes", "")
+    if base.title == title and base.notes == notes:
+        return base
+    return base.model_copy(update={"title": title, "notes": notes})

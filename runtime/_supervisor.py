@@ -50,8 +50,8 @@ log = logging.getLogger("watchkeeper.supervisor")
 
 
 def default_channels(home: Path) -> dict[str, Channel]:
-    """The built-in channels: ``log``, and ``file`` with relative paths under ``home``."""
-    return {"log": LogChannel(), "file": FileChannel(home)}
+    """The built-in channels: ``log``, and ``file`` writing under ``home/notices/<tenant>``."""
+    return {"log": LogChannel(), "file": FileChannel(home / "notices")}
 
 
 class LoopDied(WatchkeeperError):

@@ -81,6 +81,8 @@ class Plan:
         units: the (tenant_id, binding_id) pairs the definition fans out to.
         bindings_error: why the resolved binding set was refused (nothing is claimed).
         manual: an explicit trigger-now: overrun is bypassed and the cursor is untouched.
+        failure: why the definition could not be planned at all (it becomes ``failed``:
+            a new revision is needed), else ``None``.
     """
 
     due: DueDefinition
@@ -89,6 +91,7 @@ class Plan:
     units: tuple[tuple[str, str], ...]
     bindings_error: str | None = None
     manual: bool = False
+    failure: str | None = None
 
     @property
     def new_cursor(self) -> datetime:
@@ -146,14 +149,19 @@ async def plan_tick(due: Sequence[DueDefinition], now: datetime, registry: Regis
     windows: dict[tuple[str, datetime, int], DueWindow] = {}
     plans = []
     for item in due:
-        key = (item.spec_hash, item.cursor_at, item.slots_seen)
-        window = windows.get(key)
-        if window is None:
-            window = windows[key] = await _window(item, now)
-        units = await units_of(item, registry)
-        if units is None:
-            continue
-        plans.append(_plan(item, window, units, now))
+        try:
+            key = (item.spec_hash, item.cursor_at, item.slots_seen)
+            window = windows.get(key)
+            if window is None:
+                window = windows[key] = await _window(item, now)
+            units = await units_of(item, registry)
+            if units is None:
+                continue
+            plans.append(_plan(item, window, units, now))
+        except Exception as exc:  # noqa: BLE001 - one bad definition must not stop the tick
+            log.exception("cannot plan %s/%s", item.tenant_id, item.definition_id)
+            empty = DueWindow(0, None, None, None, None, None)
+            plans.append(Plan(item, empty, (), (), failure=f"{type(exc).__name__}: {exc}"))
     return plans
 
 
@@ -193,6 +201,8 @@ async def units_of(item: DueDefinition, registry: Registry) -> list[Unit] | str 
         bindings = validate_bindings(raw)
     except BindingSetError as exc:
         return exc.problem
+    except Exception as exc:  # noqa: BLE001 - whatever a host resolver returned
+        return f"binding resolver returned an unusable value: {type(exc).__name__}: {exc}"
     return [(b.tenant_id, b.binding_id, b) for b in bindings]
 
 

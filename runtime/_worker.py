@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from ._errors import (
     DatabaseUnavailable,
     EffectOutcomeUnknown,
     StaleLease,
+    WatchkeeperError,
 )
 from ._specs import spec_from_row
 from ._verify import verify_output
@@ -129,6 +131,13 @@ class Worker:
         except StaleLease as exc:
             await self._close_run(task, run_id, "lease_lost", str(exc))
             return self._outcome(task, "stale", str(exc))
+        except WatchkeeperError:
+            raise  # database trouble: the loop restarts; the lease expires and is taken over
+        except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the worker
+            log.exception("task %s/%s failed inside the worker", task["tenant_id"], task["task_id"])
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            await self._close_run(task, run_id, "failed", reason)
+            return await self._finish(task, "failed", reason)
 
     async def _refusal(self, task: Mapping[str, Any]) -> tuple[str, str] | None:
         """Decisions not to run, taken at dispatch time."""
@@ -137,11 +146,18 @@ class Worker:
             return "failed", f"lease expired after {task['max_attempts']} attempts"
         unfinished = await self.db.fetch("effects_unfinished", task["tenant_id"], task["task_id"])
         if unfinished:
-            keys = ", ".join(r["effect_key"] for r in unfinished)
-            return "unknown", (f"an earlier attempt started external effect(s) {keys} and never "
-                               "recorded the outcome; reconcile by that idempotency key")
+            started = [r["effect_key"] for r in unfinished if r["status"] == "started"]
+            failed = [r["effect_key"] for r in unfinished if r["status"] == "failed"]
+            parts = ([f"started {', '.join(started)} and never recorded the outcome"] if started
+                     else []) + ([f"saw {', '.join(failed)} fail, so whether it took effect is "
+                                  "unknown"] if failed else [])
+            return "unknown", (f"an earlier attempt {' and '.join(parts)}; reconcile by the "
+                               "effect's idempotency key before retrying")
+        if task["cancel_requested_at"] is not None:
+            return "cancelled", "cancellation was requested"
         claimed_at = task["started_at"]  # the first claim is the dispatch instant
-        if task["attempts"] == 1 and not task["late"] and claimed_at > task["expires_at"]:
+        waited = task["held_behind"] is not None  # queue_one: the wait was by design
+        if task["attempts"] == 1 and not task["late"] and not waited and claimed_at > task["expires_at"]:
             late = (claimed_at - task["expires_at"]).total_seconds()
             if task["late_policy"] == "skip_expired":
                 return "expired", f"dispatched {late:.0f} s after expires_at (skip_expired)"
@@ -193,12 +209,20 @@ class Worker:
             audiences=tuple(task["audiences"]) if task["audiences"] is not None else None,
             occurrence=occurrence,
             budget=BudgetGuard(model_requests=limits.max_model_requests,
-                               tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd),
+                               tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd,
+                               spent_before=await self._spent_before(task)),
             effects=EffectGate(self.db, self.clock, tenant_id=task["tenant_id"],
                                task_id=task["task_id"], idempotency_key=task["idempotency_key"],
                                lease_token=task["lease_token"]),
             previous_reports=[dict(r) for r in previous], artifact_dir=artifact_dir,
         )
+
+    async def _spent_before(self, task: Mapping[str, Any]) -> Usage:
+        """What the task's earlier attempts used (their run rows)."""
+        row = await self.db.fetchrow("runs_usage_total", task["tenant_id"], task["task_id"])
+        if row is None:
+            return Usage()
+        return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]))
 
     async def _supervised(self, task: Mapping[str, Any], run: Any, ctx: AgentContext,
                           remaining: float) -> _Ending:

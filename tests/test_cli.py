@@ -97,7 +97,7 @@ async def test_propose_confirm_trigger_tick_history(db: Database, db_dsn: str,
     assert (entry["kind"], entry["decision"], entry["task_status"], entry["verified"]) == (
         "manual", "admitted", "completed", True)
     assert [d["status"] for d in entry["deliveries"]] == ["delivered"]
-    notice = json.loads((tmp_path / "holdings-notices.jsonl").read_text())
+    notice = json.loads((tmp_path / "notices" / "demo" / "holdings-notices.jsonl").read_text())
     assert notice["report_ref"] == f"report:demo/{entry['task_id']}"
     _, out, _ = await cli("report", str(entry["task_id"]), "--tenant", "demo", dsn=db_dsn,
                           home=tmp_path)

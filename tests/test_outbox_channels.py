@@ -24,7 +24,7 @@ async def test_file_channel_appends_one_line_per_notice(tmp_path: Path) -> None:
     channel = FileChannel(tmp_path)
     await channel.send(notice("out/notices.jsonl"))
     await channel.send(notice("out/notices.jsonl", attempt=2))
-    lines = (tmp_path / "out" / "notices.jsonl").read_text().splitlines()
+    lines = (tmp_path / "acme" / "out" / "notices.jsonl").read_text().splitlines()
     assert [json.loads(x)["attempt"] for x in lines] == [1, 2]
     assert json.loads(lines[0])["report_ref"] == "report:acme/1"
 
@@ -43,8 +43,8 @@ async def test_file_channel_never_leaves_its_base(tmp_path: Path, destination: s
 async def test_file_channel_refuses_a_symlink_out(tmp_path: Path) -> None:
     """A symlink inside the base pointing outside is refused too."""
     base = tmp_path / "home"
-    base.mkdir()
-    (base / "link").symlink_to(tmp_path)
+    (base / "acme").mkdir(parents=True)
+    (base / "acme" / "link").symlink_to(tmp_path)
     with pytest.raises(DeliveryFailed):
         await FileChannel(base).send(notice("link/x.jsonl"))
 
@@ -56,3 +56,14 @@ async def test_log_channel_logs_the_reference(caplog: pytest.LogCaptureFixture) 
     (record,) = caplog.records
     assert "00000000-0000-0000-0000-000000000001" in record.getMessage()
     assert "report:acme/1" in record.getMessage()
+
+
+async def test_tenants_cannot_reach_each_other(tmp_path: Path) -> None:
+    """Each tenant writes under its own directory; a '..' tenant id is refused."""
+    channel = FileChannel(tmp_path)
+    await channel.send(notice("n.jsonl"))
+    other = Notice("globex", "id-2", "file", "n.jsonl", 1, {"x": 1})
+    await channel.send(other)
+    assert (tmp_path / "acme" / "n.jsonl").exists() and (tmp_path / "globex" / "n.jsonl").exists()
+    with pytest.raises(DeliveryFailed):
+        await channel.send(Notice("..", "id-3", "file", "n.jsonl", 1, {}))

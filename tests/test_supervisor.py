@@ -47,7 +47,8 @@ async def test_end_to_end_three_slots_three_reports_three_notices(db: Database,
             supervisor.stop()
     stats = supervisor.statistics()
     assert (stats.admitted, stats.completed, stats.deliveries) == (3, 3, 3)
-    lines = [json.loads(x) for x in (tmp_path / "notices.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in
+             (tmp_path / "notices" / "acme" / "notices.jsonl").read_text().splitlines()]
     assert [n["slot"] for n in lines] == ["2026-06-01T00:01:00Z", "2026-06-01T00:02:00Z",
                                           "2026-06-01T00:03:00Z"]
     assert len({n["content_sha256"] for n in lines}) == 3

@@ -387,7 +387,7 @@ async def test_run_budget_is_enforced(db: Database, tmp_path: Path) -> None:
                                      limits={"max_model_requests": 2})
     outcome = await worker(db, clock, catalog, tmp_path, "A").run_once()
     assert outcome is not None and outcome.status == "failed"
-    assert "model_requests: 3 would exceed the run's limit of 2" in outcome.reason
+    assert "model_requests: 3 would exceed the task's limit of 2" in outcome.reason
 
 
 async def test_trusted_schedule_fields_reach_the_agent(db: Database, tmp_path: Path) -> None:

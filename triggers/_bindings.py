@@ -18,7 +18,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ._errors import SpecError
-from ._spec import Delivery
+from ._spec import Delivery, refuse_nul
 
 __all__ = [
     "Binding",
@@ -89,7 +89,7 @@ class BindingSetError(SpecError):
         )
 
 
-def validate_bindings(items: Iterable[Binding | Mapping[str, Any]]) -> tuple[Binding, ...]:
+def validate_bindings(items: Iterable[Binding | Mapping[str, Any]] | Any) -> tuple[Binding, ...]:
     """Validate a resolved binding set as a whole.
 
     Raises:
@@ -98,10 +98,15 @@ def validate_bindings(items: Iterable[Binding | Mapping[str, Any]]) -> tuple[Bin
     """
     problems: list[str] = []
     bindings: list[Binding] = []
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise BindingSetError([f"a binding set must be a list, not {type(items).__name__}"])
     for index, item in enumerate(items):
         try:
             binding = item if isinstance(item, Binding) else Binding.model_validate(item)
-        except pydantic.ValidationError as exc:
+        except (pydantic.ValidationError, TypeError) as exc:
+            if isinstance(exc, TypeError):
+                problems.append(f"binding {index}: {type(item).__name__} is not a binding")
+                continue
             problems.append(f"binding {index}: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}")
             continue
         problems.extend(_problems(index, binding))
@@ -128,4 +133,8 @@ def _problems(index: int, binding: Binding) -> list[str]:
     reserved = RESERVED_PARAM_KEYS & set(binding.params)
     if reserved:
         found.append(f"binding {index}: params key(s) {sorted(reserved)} are reserved")
+    try:
+        refuse_nul(binding.model_dump(mode="json"), f"binding {index}")
+    except SpecError as exc:
+        found.append(f"{exc.field} {exc.problem.rstrip('.')}")
     return found

@@ -251,7 +251,8 @@ class CronSchedule:
         assert wt.gap_end is not None
         note = self._gap_note(wt)
         if self.dst_gap == "run_after":
-            if self.expr.matches(wt.gap_end.astimezone(self.zone).replace(tzinfo=None)):
+            after_gap = wt.gap_end.astimezone(self.zone).replace(tzinfo=None)
+            if after_gap.second == 0 and after_gap.microsecond == 0 and self.expr.matches(after_gap):
                 return []  # the first instant after the gap is a slot of its own
             return [Slot(key(0), wt.gap_end, self.zone_name, wt.wall, note=note + _RUN_AFTER)]
         return [Slot(key(0), wt.gap_end, self.zone_name, wt.wall, skip=SlotSkip.DST_GAP,

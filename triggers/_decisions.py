@@ -78,6 +78,7 @@ class EventKind(enum.StrEnum):
     FENCED_OUT = "fenced_out"
     CLOCK_UNCERTAIN = "clock_uncertain"
     BINDINGS_INVALID = "bindings_invalid"
+    PLANNING_FAILED = "planning_failed"
     SCHEDULE_ENDED = "schedule_ended"
 
 

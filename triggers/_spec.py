@@ -55,6 +55,36 @@ __all__ = [
 
 DEFAULT_MIN_INTERVAL = timedelta(seconds=60)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EARLIEST = EPOCH
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+"""Instants in a spec (anchor, at, until) must lie in [EARLIEST, LATEST]."""
+_CALENDAR_UNITS = re.compile(r"^P(?:[^T]*[YM])", re.IGNORECASE)
+
+
+def _duration(value: Any, field: str, maximum: timedelta) -> Any:
+    """Refuse ISO 8601 durations in months or years (their length varies) before pydantic
+    would silently turn them into 30 or 365 days."""
+    if isinstance(value, str) and _CALENDAR_UNITS.match(value.strip()):
+        raise SpecError(field, f"{value!r} counts months or years, whose length varies.",
+                        "write days, hours, minutes or seconds (e.g. 'P30D', 'PT12H').")
+    if isinstance(value, bool):
+        raise SpecError(field, f"{value!r} is not a duration.", "write seconds or 'PT30M'.")
+    return value
+
+
+def _bounded(value: timedelta, field: str, maximum: timedelta) -> timedelta:
+    if value > maximum:
+        raise SpecError(field, f"{value.total_seconds():g} s is longer than the maximum of "
+                               f"{maximum.total_seconds():g} s.",
+                        f"use at most {int(maximum.total_seconds())} seconds.")
+    return value
+
+
+def _instant_in_range(value: datetime, field: str) -> datetime:
+    if not EARLIEST <= value <= LATEST:
+        raise SpecError(field, f"{value.isoformat()} is outside {EARLIEST:%Y}-{LATEST:%Y}.",
+                        "give an instant between 1970 and 2200.")
+    return value
 _MIN_INTERVAL_KEY = "min_interval"
 
 
@@ -109,9 +139,15 @@ class IntervalTrigger(_Model):
     every: timedelta
     anchor: datetime = EPOCH
 
+    @pydantic.field_validator("every", mode="before")
+    @classmethod
+    def _every_text(cls, value: Any) -> Any:
+        return _duration(value, "trigger.every", timedelta(days=3660))
+
     @pydantic.field_validator("every")
     @classmethod
     def _every(cls, value: timedelta, info: ValidationInfo) -> timedelta:
+        _bounded(value, "trigger.every", timedelta(days=3660))
         minimum = (info.context or {}).get(_MIN_INTERVAL_KEY, DEFAULT_MIN_INTERVAL)
         if value < minimum:
             raise SpecError(
@@ -125,7 +161,7 @@ class IntervalTrigger(_Model):
     @pydantic.field_validator("anchor")
     @classmethod
     def _anchor(cls, value: datetime) -> datetime:
-        return require_aware(value, "trigger.anchor")
+        return _instant_in_range(require_aware(value, "trigger.anchor"), "trigger.anchor")
 
     def calendar(self) -> Calendar:
         """The interval schedule."""
@@ -155,8 +191,11 @@ class AtTrigger(_Model):
         """The UTC instant and a note when the wall time is repeated.
 
         Raises:
-            SpecError: the wall time falls in a gap of ``zone``.
+            SpecError: the wall time falls in a gap of ``zone``, or lies outside 1970-2200.
         """
+        if not EARLIEST.replace(tzinfo=None) <= self.at.replace(tzinfo=None) <= LATEST.replace(
+                tzinfo=None):
+            _instant_in_range(self.at.replace(tzinfo=UTC), "trigger.at")
         if self.at.tzinfo is not None:
             return self.at.astimezone(UTC), None
         zone = load_zone(self.zone)
@@ -190,12 +229,17 @@ class Lateness(_Model):
     policy: LatePolicy = LatePolicy.SKIP_EXPIRED
     late_grace: timedelta = timedelta(minutes=10)
 
+    @pydantic.field_validator("late_grace", mode="before")
+    @classmethod
+    def _grace_text(cls, value: Any) -> Any:
+        return _duration(value, "lateness.late_grace", timedelta(days=7))
+
     @pydantic.field_validator("late_grace")
     @classmethod
     def _grace(cls, value: timedelta) -> timedelta:
         if value < timedelta(0):
             raise SpecError("lateness.late_grace", "is negative.", "use 0 or more seconds.")
-        return value
+        return _bounded(value, "lateness.late_grace", timedelta(days=7))
 
 
 class Ends(_Model):
@@ -203,12 +247,14 @@ class Ends(_Model):
     (inclusive), and/or ``after`` N calendar occurrences (skipped ones count)."""
 
     until: datetime | None = None
-    after: Annotated[int, Field(gt=0)] | None = None
+    after: Annotated[pydantic.StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
 
     @pydantic.field_validator("until")
     @classmethod
     def _until(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else require_aware(value, "ends.until")
+        if value is None:
+            return None
+        return _instant_in_range(require_aware(value, "ends.until"), "ends.until")
 
 
 class AgentSpec(_Model):
@@ -222,19 +268,24 @@ class Limits(_Model):
     """Deadline, attempts, task budget per accounting period, and run budget."""
 
     deadline: timedelta = timedelta(minutes=10)
-    max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
-    max_tasks_per_period: Annotated[int, Field(ge=0)] | None = None
+    max_attempts: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 3
+    max_tasks_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000)] | None = None
     period: Period = Period.DAY
-    max_model_requests: Annotated[int, Field(ge=0)] | None = None
-    max_tool_attempts: Annotated[int, Field(ge=0)] | None = None
-    max_cost_usd: Annotated[Decimal, Field(ge=0)] | None = None
+    max_model_requests: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
+    max_tool_attempts: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
+    max_cost_usd: Annotated[Decimal, Field(ge=0, le=1_000_000_000)] | None = None
+
+    @pydantic.field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline_text(cls, value: Any) -> Any:
+        return _duration(value, "limits.deadline", timedelta(days=7))
 
     @pydantic.field_validator("deadline")
     @classmethod
     def _deadline(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise SpecError("limits.deadline", "must be positive.", "e.g. deadline = 'PT10M'.")
-        return value
+        return _bounded(value, "limits.deadline", timedelta(days=7))
 
 
 def inside_path(value: str, field: str) -> str:
@@ -268,7 +319,7 @@ class Delivery(_Model):
             if not self.destination:
                 raise SpecError(
                     "delivery.destination", "a file delivery needs a path.",
-                    "set destination = 'reports.jsonl' (relative to WATCHKEEPER_HOME).",
+                    "set destination = 'reports.jsonl' (written under WATCHKEEPER_HOME/notices/<tenant>/).",
                 )
             inside_path(self.destination, "delivery.destination")
         return self
@@ -315,6 +366,11 @@ class SpecV1(_Model):
     output: OutputPromise = OutputPromise()
     title: str = ""
     notes: str = ""
+
+    @pydantic.field_validator("jitter", mode="before")
+    @classmethod
+    def _jitter_text(cls, value: Any) -> Any:
+        return _duration(value, "jitter", timedelta(hours=1))
 
     @pydantic.field_validator("jitter")
     @classmethod
@@ -423,16 +479,40 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
     version = data.get("version")
     if version is None:
         raise SpecError("version", "is missing.", "add version = 1 at the top of the spec.")
-    model = SUPPORTED_VERSIONS.get(version) if isinstance(version, int) else None
+    model = SUPPORTED_VERSIONS.get(version) if type(version) is int else None
     if model is None:
         raise SpecError(
             "version", f"{version!r} is not a spec version this watchkeeper reads.",
             f"use one of {sorted(SUPPORTED_VERSIONS)}; a newer spec needs a newer watchkeeper.",
         )
+    refuse_nul(data, "")
     try:
         return model.model_validate(dict(data), context={_MIN_INTERVAL_KEY: min_interval})
     except pydantic.ValidationError as exc:
         raise _translate(exc) from exc
+    except (RecursionError, OverflowError) as exc:
+        raise SpecError("spec", f"cannot be read ({type(exc).__name__}).",
+                        "keep values within ordinary ranges and nesting shallow.") from exc
+
+
+def refuse_nul(value: Any, where: str, depth: int = 0) -> None:
+    """PostgreSQL text and jsonb cannot hold NUL; refuse it (and absurd nesting) up front.
+
+    Raises:
+        SpecError: naming the field.
+    """
+    if depth > 32:
+        raise SpecError(where or "spec", "is nested more than 32 levels deep.", "flatten it.")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise SpecError(where or "spec", "contains a NUL character.", "remove it.")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(str(key), f"{where}.{key}".lstrip("."), depth + 1)
+            refuse_nul(item, f"{where}.{key}".lstrip("."), depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            refuse_nul(item, f"{where}.{index}".lstrip("."), depth + 1)
 
 
 def _translate(exc: pydantic.ValidationError) -> SpecError:

@@ -65,15 +65,24 @@ def load_zone(name: str | None, field: str = "zone") -> zoneinfo.ZoneInfo:
             "name an IANA zone such as 'Europe/Paris' or 'UTC'; "
             "a cron with no zone is a DST bug waiting for October.",
         )
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, IsADirectoryError) as exc:
+    if name not in _known_zones():  # refuses 'localtime' too: it differs between hosts
         raise SpecError(
             field,
             f"unknown time zone {name!r}.",
             "use an IANA tz database name such as 'America/New_York' "
-            "(not an abbreviation or a fixed offset).",
-        ) from exc
+            "(not an abbreviation, a fixed offset or the host's local time).",
+        )
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise SpecError(field, f"time zone {name!r} cannot be loaded ({exc}).",
+                        "use another IANA tz database name.") from exc
+
+
+@functools.lru_cache(maxsize=1)
+def _known_zones() -> frozenset[str]:
+    host_specific = {"localtime", "posixrules", "Factory"}
+    return frozenset(zoneinfo.available_timezones() - host_specific) | {"UTC"}
 
 
 def require_aware(value: datetime, field: str) -> datetime:

@@ -97,7 +97,8 @@ SELECT tenant_id FROM definitions WHERE definition_id = $1 AND origin = 'user' L
 -- name: definition_insert
 INSERT INTO definitions (tenant_id, definition_id, origin, owner_user_id, status,
                          latest_revision, created_at, updated_at)
-VALUES ($1, $2, $3, $4, 'proposed', 0, $5, $5);
+VALUES ($1, $2, $3, $4, 'proposed', 0, $5, $5)
+ON CONFLICT DO NOTHING;
 
 -- name: definitions_list
 SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.status, d.fence,
@@ -217,7 +218,8 @@ JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, definition_id, 
   ON t.tenant_id = k.tenant_id AND t.definition_id = k.definition_id
  AND t.binding_id = k.binding_id
 WHERE t.status IN ('pending', 'held', 'running', 'suspended', 'review_required')
-  AND t.definition_id = ANY($2::text[]);
+  AND t.definition_id = ANY($2::text[])
+FOR SHARE OF t;  -- a task cannot end (and miss releasing one held behind it) meanwhile
 
 -- name: budget_for
 SELECT b.tenant_id, b.definition_id, b.binding_id, b.period_start, b.task_limit, b.used
@@ -348,7 +350,7 @@ WHERE tenant_id = $1 AND task_id = $2 AND outcome = 'running';
 
 -- name: effects_unfinished
 SELECT effect_key, status FROM effects
-WHERE tenant_id = $1 AND task_id = $2 AND status <> 'done';
+WHERE tenant_id = $1 AND task_id = $2 AND status IN ('started', 'failed');
 
 -- name: lease_renew
 -- Renewal is fenced: only the current token extends the lease.
@@ -416,9 +418,13 @@ WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running
 FOR UPDATE;
 
 -- name: effect_start
-INSERT INTO effects (tenant_id, effect_key, task_id, lease_token, status, recorded_at)
+-- A key seen before is claimed again only if its last attempt provably did nothing.
+INSERT INTO effects AS e (tenant_id, effect_key, task_id, lease_token, status, recorded_at)
 VALUES ($1, $2, $3, $4, 'started', $5)
-ON CONFLICT DO NOTHING
+ON CONFLICT (tenant_id, effect_key) DO UPDATE
+SET status = 'started', lease_token = EXCLUDED.lease_token, recorded_at = EXCLUDED.recorded_at,
+    finished_at = NULL, result = NULL
+WHERE e.status = 'not_applied'
 RETURNING effect_key;
 
 -- name: effect_get
@@ -592,3 +598,26 @@ SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start =
 SELECT u.tenant_id, u.user_id FROM users u
 JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, user_id)
   ON u.tenant_id = k.tenant_id AND u.user_id = k.user_id;
+
+-- name: runs_usage_total
+-- A task's run budget spans its attempts: what the earlier ones used.
+SELECT coalesce(sum((usage->>'model_requests')::bigint), 0) AS model_requests,
+       coalesce(sum((usage->>'tool_attempts')::bigint), 0) AS tool_attempts,
+       coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd
+FROM runs WHERE tenant_id = $1 AND task_id = $2 AND outcome <> 'running';
+
+-- name: tasks_release_orphaned_holds
+-- Safety net for queue_one: a held task whose predecessor has ended is released.
+UPDATE tasks t SET status = 'pending', status_reason = 'the previous task ended'
+WHERE t.status = 'held'
+  AND NOT EXISTS (SELECT 1 FROM tasks p
+                  WHERE p.tenant_id = t.tenant_id AND p.task_id = t.held_behind
+                    AND p.status IN ('pending', 'held', 'running', 'suspended', 'review_required'))
+RETURNING t.tenant_id, t.task_id;
+
+-- name: occurrences_by_keys
+SELECT tenant_id, definition_id, binding_id, slot, kind, decision, decided_by, decided_at
+FROM occurrences o
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+     AS k (tenant_id, definition_id, binding_id, slot, kind)
+  USING (tenant_id, definition_id, binding_id, slot, kind);

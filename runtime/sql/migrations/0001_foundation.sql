@@ -27,7 +27,8 @@ CREATE TABLE definitions (
     origin               text NOT NULL CHECK (origin IN ('user', 'operator')),
     owner_user_id        text,
     status               text NOT NULL
-                         CHECK (status IN ('proposed', 'active', 'paused', 'cancelled', 'completed')),
+                         CHECK (status IN ('proposed', 'active', 'paused', 'cancelled', 'completed',
+                                           'failed')),
     fence                bigint NOT NULL DEFAULT 0,
     latest_revision      integer NOT NULL,
     effective_revision   integer,
@@ -109,7 +110,7 @@ CREATE TABLE schedule_events (
     kind                  text NOT NULL CHECK (kind IN (
                               'skipped_superseded', 'skipped_paused', 'skipped_dst_gap',
                               'skipped_reconfirmed', 'fenced_out', 'clock_uncertain',
-                              'bindings_invalid', 'schedule_ended')),
+                              'bindings_invalid', 'schedule_ended', 'planning_failed')),
     first_slot            text,
     last_slot             text,
     first_at              timestamptz,
@@ -251,7 +252,7 @@ CREATE TABLE effects (
     effect_key     text NOT NULL,
     task_id        bigint NOT NULL,
     lease_token    bigint NOT NULL,
-    status         text NOT NULL CHECK (status IN ('started', 'done', 'failed')),
+    status         text NOT NULL CHECK (status IN ('started', 'done', 'failed', 'not_applied')),
     result         jsonb,
     recorded_at    timestamptz NOT NULL,
     finished_at    timestamptz,
