@@ -540,6 +540,21 @@ def _timed(method: str, original: Callable[..., Awaitable[Any]],
     return wrapper
 
 
+def _timed_stage(original: Callable[..., Awaitable[Any]],
+                 split: Split) -> Callable[..., Awaitable[Any]]:
+    """Time (and record) a COPY into a staging table like a statement."""
+    async def wrapper(self: Any, table: str, columns: Any, rows: Any) -> Any:
+        if split.events is not None:
+            split.events.append(("stage", table, (list(columns), list(rows))))
+        start = time.perf_counter()
+        try:
+            return await original(self, table, columns, rows)
+        finally:
+            split.sql[f"COPY {table}"] += time.perf_counter() - start
+            split.calls[f"COPY {table}"] += 1
+    return wrapper
+
+
 def _timed_tx(original: Callable[..., Awaitable[Any]], label: str,
               split: Split) -> Callable[..., Awaitable[Any]]:
     async def wrapper(self: Any) -> Any:
@@ -565,6 +580,8 @@ def statement_timers(split: Split) -> Iterator[None]:
     for method in ("fetch", "fetchrow", "fetchval", "execute"):
         saved.append((_db.Connection, method, getattr(_db.Connection, method)))
         setattr(_db.Connection, method, _timed(method, getattr(_db.Connection, method), split))
+    saved.append((_db.Connection, "stage", _db.Connection.stage))
+    setattr(_db.Connection, "stage", _timed_stage(_db.Connection.stage, split))  # noqa: B010
     tx_class = asyncpg.transaction.Transaction
     for method, label in (("start", "BEGIN"), ("commit", "COMMIT")):
         saved.append((tx_class, method, getattr(tx_class, method)))
@@ -638,6 +655,9 @@ async def replay(dsn: str, events: Sequence[tuple[str, str, tuple[Any, ...]]],
             elif method == "COMMIT":
                 assert tx is not None
                 await tx.commit()
+            elif method == "stage":
+                columns, rows = args
+                await conn.copy_records_to_table(name, records=rows, columns=columns)
             else:
                 await getattr(conn, method)(_db.QUERIES[name], *args)
         wall = time.perf_counter() - start
@@ -671,7 +691,8 @@ def first_slot(due: datetime) -> Slot:
     """The due slot of DUE_SPEC, as a tick would compute it."""
     spec = parse_spec(DUE_SPEC)
     window = spec.window(CONFIRMED_AT - timedelta(microseconds=1), due)
-    return window.due[-1]
+    assert window.last is not None
+    return window.last
 
 
 async def one_supervisor_run(dbs: Databases, template: str, n: int, now: datetime,

@@ -43,8 +43,10 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
 -- name: admission_planner
 -- Admission joins a batch of keys to tables that are hot in cache: index lookups are
 -- cheap, so tell the planner (for this transaction only) rather than let it hash a
--- sequential scan of every definition.
-SET LOCAL random_page_cost = 1.1;
+-- sequential scan of every definition; and plan each batch for its own keys (a cached
+-- generic plan cannot see how few rows a batch touches).
+SELECT set_config('random_page_cost', '1.1', true),
+       set_config('plan_cache_mode', 'force_custom_plan', true);
 
 -- name: server_clock
 SELECT clock_timestamp();
