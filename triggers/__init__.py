@@ -71,6 +71,7 @@ from ._spec import Spec as Spec
 from ._spec import SpecV1 as SpecV1
 from ._spec import canonical_json as canonical_json
 from ._spec import parse_spec as parse_spec
+from ._values import Importance as Importance
 from ._zones import WallKind as WallKind
 from ._zones import WallTime as WallTime
 from ._zones import classify_wall as classify_wall
@@ -90,5 +91,5 @@ __all__ = [
     "SlotSkip", "cron_slot_key", "format_utc", "utc_slot_key", "DEFAULT_MIN_INTERVAL",
     "AgentSpec", "AtTrigger", "CronTrigger", "Delivery", "Ends", "IntervalTrigger", "Lateness",
     "Limits", "OutputPromise", "Spec", "SpecV1", "canonical_json", "parse_spec", "WallKind",
-    "WallTime", "classify_wall", "load_zone", "require_aware", "tzdata_version",
+    "WallTime", "classify_wall", "Importance", "load_zone", "require_aware", "tzdata_version",
 ]

@@ -307,14 +307,22 @@ def inside_path(value: str, field: str) -> str:
 
 
 class Delivery(_Model):
-    """One notification destination for the committed report. A ``file`` destination is
-    a relative path under WATCHKEEPER_HOME."""
+    """One notification destination for the committed report: ``log``; ``file`` with a
+    relative path (written under WATCHKEEPER_HOME/notices/<tenant>/); or ``webhook`` with
+    the name of one of the tenant's webhook endpoints (``watchkeeper webhooks add``)."""
 
-    channel: Literal["log", "file"] = "log"
+    channel: Literal["log", "file", "webhook"] = "log"
     destination: str = ""
 
     @pydantic.model_validator(mode="after")
     def _destination(self) -> Delivery:
+        if self.channel == "webhook":
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", self.destination):
+                raise SpecError("delivery.destination",
+                                f"{self.destination!r} is not a webhook endpoint name.",
+                                "name an endpoint added with 'watchkeeper webhooks add', "
+                                "e.g. destination = 'ops-hook'.")
+            return self
         if self.channel == "file":
             if not self.destination:
                 raise SpecError(
