@@ -1,8 +1,9 @@
-"""watchkeeper's notification outbox: channels and the dispatcher.
+"""watchkeeper's notification outbox: channels, preferences and the dispatcher.
 
 The report commit writes delivery rows in the same transaction; the dispatcher
 delivers them later and separately, so a failed notice is retried without ever
-rerunning research (DESIGN "Outbox").
+rerunning research (DESIGN "Outbox"). Channels: ``log``, ``file`` (JSON Lines) and
+``webhook`` (Standard Webhooks signing); a channel is a small protocol.
 
 Errors::
 
@@ -17,11 +18,29 @@ from ._channels import Notice as Notice
 from ._dispatch import DeliveryStore as DeliveryStore
 from ._dispatch import Dispatcher as Dispatcher
 from ._dispatch import DispatchStatistics as DispatchStatistics
+from ._dispatch import Outcome as Outcome
+from ._dispatch import OutcomeKind as OutcomeKind
 from ._errors import DeliveryFailed as DeliveryFailed
 from ._errors import OutboxError as OutboxError
+from ._preferences import NoticeAction as NoticeAction
+from ._preferences import NoticeDecision as NoticeDecision
+from ._preferences import Preferences as Preferences
+from ._preferences import decide_notice as decide_notice
+from ._preferences import quiet_hours_end as quiet_hours_end
+from ._receiver import Receiver as Receiver
+from ._receiver import SignatureInvalid as SignatureInvalid
+from ._receiver import serve as serve
+from ._receiver import verify as verify
 from ._retry import backoff_seconds as backoff_seconds
+from ._webhook import Endpoint as Endpoint
+from ._webhook import WebhookChannel as WebhookChannel
+from ._webhook import retry_after_seconds as retry_after_seconds
+from ._webhook import signed_headers as signed_headers
 
 __all__ = [
     "Channel", "FileChannel", "LogChannel", "Notice", "DeliveryStore", "Dispatcher",
-    "DispatchStatistics", "DeliveryFailed", "OutboxError", "backoff_seconds",
+    "DispatchStatistics", "Outcome", "OutcomeKind", "DeliveryFailed", "OutboxError",
+    "NoticeAction", "NoticeDecision", "Preferences", "decide_notice", "quiet_hours_end",
+    "Receiver", "SignatureInvalid", "serve", "verify", "backoff_seconds", "Endpoint",
+    "WebhookChannel", "retry_after_seconds", "signed_headers",
 ]

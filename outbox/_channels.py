@@ -12,12 +12,16 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
+from triggers import Importance
+
 from ._errors import DeliveryFailed
+from ._preferences import Preferences
 
 __all__ = ["Channel", "FileChannel", "LogChannel", "Notice"]
 
@@ -31,6 +35,9 @@ class Notice:
         channel, destination: where it goes.
         attempt: 1 for the first attempt.
         payload: JSON-compatible notice body (report reference, hash, title, summary).
+        importance: the report's importance (preferences filter on it).
+        created_at: when the delivery row was written (for ``max_age``).
+        preferences: the recipient's notification preferences, read at delivery time.
     """
 
     tenant_id: str
@@ -39,6 +46,9 @@ class Notice:
     destination: str
     attempt: int
     payload: Mapping[str, Any]
+    importance: Importance = Importance.NORMAL
+    created_at: datetime | None = None
+    preferences: Preferences | None = None
 
 
 class Channel(Protocol):

@@ -1,28 +1,62 @@
-"""The dispatcher: claims due deliveries, sends them, records each outcome.
+"""The dispatcher: claims due deliveries, applies the recipient's preferences, sends
+them through their channels, and records every outcome.
 
 Storage is behind :class:`DeliveryStore` (runtime implements it over PostgreSQL with
 ``FOR UPDATE SKIP LOCKED`` and a lease), so several dispatchers never send one row
-concurrently. A failure is retried with exponential backoff and full jitter up to
-``max_attempts``, honouring a channel's ``retry_after``; then the row is ``dead``
-(visible, manually redeliverable). A retry resends the committed report reference;
-nothing here can make an agent run again.
+concurrently. A failure is retried with exponential backoff and full jitter, honouring
+a channel's ``retry_after``, up to ``max_attempts`` and ``max_age``; then the row is
+``dead`` (visible, manually redeliverable). A retry resends the committed report
+reference under the same delivery id; nothing here can make an agent run again.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+import anyio
+
 from ._channels import Channel, Notice
 from ._errors import DeliveryFailed
+from ._preferences import NoticeAction, decide_notice
 from ._retry import backoff_seconds
 
-__all__ = ["DeliveryStore", "Dispatcher", "DispatchStatistics"]
+__all__ = ["DeliveryStore", "Dispatcher", "DispatchStatistics", "Outcome", "OutcomeKind"]
 
 log = logging.getLogger("watchkeeper.outbox")
+
+
+class OutcomeKind(enum.StrEnum):
+    """What one pass did with one claimed delivery."""
+
+    DELIVERED = "delivered"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    SUPPRESSED = "suppressed"
+    DEFERRED = "deferred"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The result of handling one claimed notice.
+
+    Attributes:
+        at: when it was decided (UTC).
+        next_at: when to try again (``RETRYING``) or wait until (``DEFERRED``).
+        detail: the transport response summary, the error, or the reason.
+        status_code: the HTTP status, when there was one.
+    """
+
+    notice: Notice
+    kind: OutcomeKind
+    at: datetime
+    detail: str
+    next_at: datetime | None = None
+    status_code: int | None = None
 
 
 class DeliveryStore(Protocol):
@@ -30,16 +64,12 @@ class DeliveryStore(Protocol):
 
     async def claim_due(self, now: datetime, limit: int, owner: str,
                         lease_seconds: float) -> Sequence[Notice]:
-        """Lease up to ``limit`` due deliveries to ``owner``."""
+        """Lease up to ``limit`` due deliveries to ``owner`` (with their recipient's
+        preferences and the report's importance)."""
         ...
 
-    async def delivered(self, notice: Notice, owner: str, now: datetime, response: str) -> None:
-        """Record success, if ``owner`` still holds the row."""
-        ...
-
-    async def failed(self, notice: Notice, owner: str, now: datetime, error: str,
-                     retry_at: datetime | None) -> None:
-        """Record a failed attempt (``retry_at`` None means dead), if ``owner`` holds it."""
+    async def record(self, owner: str, outcomes: Sequence[Outcome]) -> None:
+        """Record ``outcomes`` of rows ``owner`` holds, in one transaction."""
         ...
 
 
@@ -51,6 +81,8 @@ class DispatchStatistics:
     delivered: int = 0
     retrying: int = 0
     dead: int = 0
+    suppressed: int = 0
+    deferred: int = 0
 
 
 class Dispatcher:
@@ -59,48 +91,86 @@ class Dispatcher:
     Args:
         now: the wall clock (aware UTC), injected.
         channels: channel name -> channel.
+        owner: this dispatcher's lease owner name.
         max_attempts: attempts before a delivery is dead.
+        max_age: a delivery whose next try would come later than this after it was
+            created is dead instead.
         base, cap: backoff in seconds (full jitter).
+        lease_seconds: how long a claimed row is held before another dispatcher may take it.
+        concurrency: notices sent at once within a pass.
     """
 
     def __init__(self, store: DeliveryStore, channels: Mapping[str, Channel], *,
                  now: Callable[[], datetime], owner: str, max_attempts: int = 8,
-                 base: float = 2.0, cap: float = 300.0, lease_seconds: float = 60.0) -> None:
+                 max_age: timedelta = timedelta(hours=24), base: float = 2.0, cap: float = 300.0,
+                 lease_seconds: float = 60.0, concurrency: int = 8) -> None:
         self.store, self.channels, self.now = store, channels, now
-        self.owner, self.max_attempts = owner, max_attempts
+        self.owner, self.max_attempts, self.max_age = owner, max_attempts, max_age
         self.base, self.cap, self.lease_seconds = base, cap, lease_seconds
+        self.concurrency = concurrency
 
     async def dispatch_once(self, limit: int = 50) -> DispatchStatistics:
-        """Claim and attempt up to ``limit`` due deliveries."""
-        notices = await self.store.claim_due(self.now(), limit, self.owner, self.lease_seconds)
-        delivered = retrying = dead = 0
-        for notice in notices:
-            outcome = await self._attempt(notice)
-            delivered += outcome == "delivered"
-            retrying += outcome == "retrying"
-            dead += outcome == "dead"
-        return DispatchStatistics(len(notices), delivered, retrying, dead)
+        """Claim up to ``limit`` due deliveries, handle them, record the outcomes.
 
-    async def _attempt(self, notice: Notice) -> str:
+        Raises:
+            whatever the store raises: the rows then stay leased and another pass takes
+            them over when the lease expires (the receiver dedups by webhook-id).
+        """
+        notices = await self.store.claim_due(self.now(), limit, self.owner, self.lease_seconds)
+        if not notices:
+            return DispatchStatistics()
+        outcomes: list[Outcome] = []
+        limiter = anyio.CapacityLimiter(self.concurrency)
+
+        async def handle(notice: Notice) -> None:
+            async with limiter:
+                outcomes.append(await self._handle(notice))
+
+        async with anyio.create_task_group() as tg:
+            for notice in notices:
+                tg.start_soon(handle, notice)
+        await self.store.record(self.owner, outcomes)
+        count = {kind: sum(1 for o in outcomes if o.kind is kind) for kind in OutcomeKind}
+        return DispatchStatistics(len(notices), count[OutcomeKind.DELIVERED],
+                                  count[OutcomeKind.RETRYING], count[OutcomeKind.DEAD],
+                                  count[OutcomeKind.SUPPRESSED], count[OutcomeKind.DEFERRED])
+
+    async def _handle(self, notice: Notice) -> Outcome:
+        decision = decide_notice(notice.preferences, notice.channel, notice.importance, self.now())
+        if decision.action is NoticeAction.SUPPRESS:
+            return Outcome(notice, OutcomeKind.SUPPRESSED, self.now(), decision.reason)
+        if decision.action is NoticeAction.DEFER:
+            return Outcome(notice, OutcomeKind.DEFERRED, self.now(), decision.reason,
+                           decision.until)
         channel = self.channels.get(notice.channel)
         try:
             if channel is None:
-                raise DeliveryFailed(f"no channel {notice.channel!r}", retryable=False)
+                raise DeliveryFailed(f"no channel {notice.channel!r} in this dispatcher",
+                                     retryable=False)
             response = await channel.send(notice)
         except DeliveryFailed as exc:
-            return await self._failed(notice, exc)
-        await self.store.delivered(notice, self.owner, self.now(), response)
-        return "delivered"
+            return self._failed(notice, exc)
+        return Outcome(notice, OutcomeKind.DELIVERED, self.now(), response,
+                       status_code=_status_of(response))
 
-    async def _failed(self, notice: Notice, exc: DeliveryFailed) -> str:
+    def _failed(self, notice: Notice, exc: DeliveryFailed) -> Outcome:
         now = self.now()
+        code = _status_of(str(exc).removeprefix("HTTP "))
         if not exc.retryable or notice.attempt >= self.max_attempts:
-            log.warning("delivery %s dead after %d attempt(s): %s", notice.delivery_id,
-                        notice.attempt, exc)
-            await self.store.failed(notice, self.owner, now, str(exc), None)
-            return "dead"
+            why = "permanent failure" if not exc.retryable else f"{notice.attempt} attempts"
+            log.warning("delivery %s dead (%s): %s", notice.delivery_id, why, exc)
+            return Outcome(notice, OutcomeKind.DEAD, now, f"{why}: {exc}", status_code=code)
         delay = backoff_seconds(notice.attempt, base=self.base, cap=self.cap)
         if exc.retry_after is not None:
             delay = max(delay, exc.retry_after)
-        await self.store.failed(notice, self.owner, now, str(exc), now + timedelta(seconds=delay))
-        return "retrying"
+        retry_at = now + timedelta(seconds=delay)
+        if notice.created_at is not None and retry_at > notice.created_at + self.max_age:
+            return Outcome(notice, OutcomeKind.DEAD, now,
+                           f"older than max_age {self.max_age} at the next try: {exc}",
+                           status_code=code)
+        return Outcome(notice, OutcomeKind.RETRYING, now, str(exc), retry_at, code)
+
+
+def _status_of(summary: str) -> int | None:
+    head = summary.split(" ", 1)[0]
+    return int(head) if head.isdigit() and len(head) == 3 else None
