@@ -13,7 +13,6 @@ subprocess that reads the context as JSON on stdin and prints the report).
 
 from __future__ import annotations
 
-import enum
 import json
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -25,7 +24,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from triggers import format_utc
+from triggers import Importance, format_utc
 
 from ._errors import BudgetExceeded
 
@@ -41,14 +40,6 @@ __all__ = [
     "OccurrenceInfo",
     "Usage",
 ]
-
-
-class Importance(enum.StrEnum):
-    """How much a report matters; notification preferences filter on it."""
-
-    LOW = "low"
-    NORMAL = "normal"
-    HIGH = "high"
 
 
 @dataclass(frozen=True, slots=True)

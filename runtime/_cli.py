@@ -25,10 +25,10 @@ import pydantic
 import typer
 from rich.console import Console
 
-from outbox import Dispatcher
-from triggers import NoOccurrenceError, SpecError, format_utc, parse_spec, preview
+from triggers import Importance, NoOccurrenceError, SpecError, format_utc, parse_spec, preview
 
 from . import _definitions as defs
+from . import _webhooks as webhooks
 from ._agents import AgentCatalog, CommandAgent
 from ._clock import SystemClock
 from ._db import Database
@@ -48,7 +48,13 @@ from ._render import definitions_table, history_table, preview_table
 from ._scheduler import tick
 from ._settings import Settings
 from ._specfile import load_registrations, load_spec
-from ._supervisor import Supervisor, SupervisorConfig, default_channels
+from ._supervisor import (
+    Supervisor,
+    SupervisorConfig,
+    close_channels,
+    default_channels,
+    make_dispatcher,
+)
 from ._worker import Worker
 
 __all__ = ["app", "main"]
@@ -57,8 +63,13 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Keep the standing agreements people make with their AI agents.")
 users_app = typer.Typer(no_args_is_help=True, help="Users and their API tokens.")
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
+webhooks_app = typer.Typer(no_args_is_help=True,
+                           help="A tenant's webhook endpoints and their signing secrets.")
+prefs_app = typer.Typer(no_args_is_help=True, help="A user's notification preferences.")
 app.add_typer(users_app, name="users")
 app.add_typer(db_app, name="db")
+app.add_typer(webhooks_app, name="webhooks")
+app.add_typer(prefs_app, name="prefs")
 
 out = Console()
 if not out.is_terminal:  # a pipe or a file: do not fold tables to 80 columns
@@ -495,6 +506,13 @@ def _iso(value: Any) -> Any:
 # ---------------------------------------------------------------- running
 
 
+def _outbox_config(settings: Settings) -> dict[str, Any]:
+    """The outbox fields of SupervisorConfig from the settings."""
+    return {"delivery_max_attempts": settings.delivery_max_attempts,
+            "delivery_max_age": settings.delivery_max_age,
+            "webhook_timeout": settings.webhook_timeout}
+
+
 def _catalog(agents: list[str]) -> AgentCatalog:
     catalog = AgentCatalog()
     for item in agents:
@@ -535,7 +553,8 @@ def run_cmd(
         config = SupervisorConfig(home=settings.home, workers=workers or settings.workers,
                                   lease_seconds=settings.lease_seconds,
                                   tick_seconds=settings.tick_seconds,
-                                  skew_budget=settings.clock_skew_budget)
+                                  skew_budget=settings.clock_skew_budget,
+                                  **_outbox_config(settings))
         supervisor = Supervisor(db, SystemClock(), config, registry=registry, agents=catalog)
         err.print(f"supervisor {config.supervisor_id} running ({config.workers} workers); "
                   "Ctrl-C to stop")
@@ -595,13 +614,174 @@ def tick_cmd(
                             lease_seconds=settings.lease_seconds)
             while (outcome := await worker.run_once()) is not None:
                 done[outcome.status] = done.get(outcome.status, 0) + 1
-            dispatcher = Dispatcher(PgDeliveryStore(db), default_channels(settings.home),
-                                    now=clock.now, owner="cli-tick")
-            while (await dispatcher.dispatch_once()).claimed:
-                pass
+            store = PgDeliveryStore(db, clock)
+            config = SupervisorConfig(home=settings.home, **_outbox_config(settings))
+            channels = default_channels(settings.home, store, clock,
+                                        webhook_timeout=config.webhook_timeout)
+            dispatcher = make_dispatcher(config, store, channels, clock, "cli-tick")
+            try:
+                while (await dispatcher.dispatch_once()).claimed:
+                    pass
+            finally:
+                await close_channels(channels)
         return {"decisions": dict(report.decisions), "ranges": report.ranges,
                 "fenced_out": report.fenced_out, "tasks": done}
     _json(_with_db(run))
+
+
+@webhooks_app.command("add")
+def webhooks_add(tenant: str, name: str, url: str) -> None:
+    """Add an endpoint; prints its signing secret once (whsec_...)."""
+    async def run(db: Database, _: Settings) -> str:
+        return await webhooks.add_endpoint(db, SystemClock(), tenant, name, url)
+    secret = _with_db(run)
+    out.print(f"webhook {tenant}/{name} -> {url}; signing secret (shown once):")
+    sys.stdout.write(secret + "\n")
+
+
+@webhooks_app.command("rotate")
+def webhooks_rotate(tenant: str, name: str,
+                    overlap: Annotated[float, typer.Option(help="Hours the old secret keeps "
+                                                                "signing.")] = 24.0) -> None:
+    """Add a new secret; the old one signs too until the overlap ends."""
+    async def run(db: Database, _: Settings) -> str:
+        return await webhooks.rotate_secret(db, SystemClock(), tenant, name,
+                                            overlap=timedelta(hours=overlap))
+    secret = _with_db(run)
+    out.print(f"new signing secret for {tenant}/{name} (shown once); the old one expires in "
+              f"{overlap:g} h:")
+    sys.stdout.write(secret + "\n")
+
+
+@webhooks_app.command("list")
+def webhooks_list(tenant: Annotated[str | None, typer.Option()] = None) -> None:
+    """Endpoints and how many secrets sign for each."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return [dict(r) for r in await db.fetch("webhook_endpoints_list", tenant,
+                                                datetime.now(UTC))]
+    for r in _with_db(run):
+        out.print(f"{r['tenant_id']}/{r['name']}: {r['url']} ({r['active_secrets']} active "
+                  "secret(s))")
+
+
+@webhooks_app.command("remove")
+def webhooks_remove(tenant: str, name: str) -> None:
+    """Remove an endpoint and its secrets."""
+    async def run(db: Database, _: Settings) -> None:
+        await webhooks.remove_endpoint(db, tenant, name)
+    _with_db(run)
+    out.print(f"removed {tenant}/{name}")
+
+
+@prefs_app.command("set")
+def prefs_set(
+    tenant: str, user: str,
+    channels: Annotated[str | None, typer.Option(help="Comma-separated enabled channels "
+                                                      "(default: all).")] = None,
+    min_importance: Annotated[str, typer.Option(help="low, normal or high.")] = "low",
+    quiet: Annotated[str | None, typer.Option(help="Quiet hours HH:MM-HH:MM in the user's "
+                                                   "zone.")] = None,
+) -> None:
+    """Set a user's notification preferences (read at every delivery)."""
+    try:
+        prefs = webhooks.PreferencesInput(
+            channels=None if channels is None else [c.strip() for c in channels.split(",") if c],
+            min_importance=Importance(min_importance), quiet=webhooks.parse_quiet(quiet))
+    except ValueError as exc:
+        raise _fail_input(exc if isinstance(exc, SpecError) else SpecError(
+            "--min-importance", f"{min_importance!r} is not low, normal or high.",
+            "e.g. --min-importance high")) from exc
+
+    async def run(db: Database, _: Settings) -> None:
+        await webhooks.set_preferences(db, SystemClock(), tenant, user, prefs)
+    _with_db(run)
+    out.print(f"preferences of {tenant}/{user} saved")
+
+
+@prefs_app.command("show")
+def prefs_show(tenant: str, user: str) -> None:
+    """A user's notification preferences."""
+    async def run(db: Database, _: Settings) -> Any:
+        return await webhooks.get_preferences(db, tenant, user)
+    row = _with_db(run)
+    if row is None:
+        out.print(f"{tenant}/{user}: no preferences (every notice is delivered)")
+        return
+    quiet = (f"{row['quiet_start']:%H:%M}-{row['quiet_end']:%H:%M} {row['zone']}"
+             if row["quiet_start"] else "none")
+    out.print(f"{tenant}/{user}: channels {row['channels'] or 'all'}, minimum importance "
+              f"{row['min_importance']}, quiet hours {quiet}")
+
+
+@app.command("deliveries")
+def deliveries_cmd(
+    tenant: Annotated[str | None, typer.Option()] = None,
+    status: Annotated[str | None, typer.Option(help="pending, delivering, delivered, "
+                                                    "retrying, dead or suppressed.")] = None,
+    task: Annotated[int | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    attempts: Annotated[bool, typer.Option(help="Also list each delivery's attempts.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List deliveries (newest first) with their status, attempts and last response."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        rows = [dict(r) for r in await db.fetch("deliveries_list", tenant, status, task, limit)]
+        if attempts or as_json:
+            for row in rows:
+                row["attempt_log"] = [dict(a) for a in await db.fetch(
+                    "delivery_attempts_list", row["tenant_id"], row["delivery_id"])]
+        return rows
+    rows = _with_db(run)
+    if as_json:
+        _json(rows)
+        return
+    for r in rows:
+        out.print(f"{r['delivery_id']}  {r['tenant_id']} task {r['task_id']} "
+                  f"{r['channel']}:{r['destination'] or '-'}  {r['status']} after "
+                  f"{r['attempts']} attempt(s)"
+                  + (f", redelivered {r['redeliveries']}x" if r["redeliveries"] else "")
+                  + (f"  {r['response_status'] or ''} {r['last_error'] or r['status_reason'] or ''}"
+                     if r["status"] != "delivered" else ""), soft_wrap=True)
+        for a in r.get("attempt_log", []):
+            out.print(f"    #{a['attempt']} {a['outcome']} {a['response_status'] or ''} "
+                      f"{a['detail'][:120]}", soft_wrap=True)
+
+
+@app.command("redeliver")
+def redeliver_cmd(delivery_id: str, tenant: Annotated[str, typer.Option()]) -> None:
+    """Re-queue a dead (or delivered) notice under the same delivery id."""
+    async def run(db: Database, _: Settings) -> None:
+        await webhooks.redeliver(db, SystemClock(), tenant, delivery_id, "operator")
+    _with_db(run)
+    out.print(f"{delivery_id} re-queued")
+
+
+@app.command("receiver")
+def receiver_cmd(
+    secret: Annotated[list[str], typer.Option(help="Accepted signing secret(s).")],
+    port: Annotated[int, typer.Option()] = 8099,
+) -> None:
+    """A local webhook receiver: verifies signatures, prints each notice once.
+
+    To try a webhook endpoint: watchkeeper webhooks add T hook http://127.0.0.1:8099/
+    """
+    from outbox import Receiver, serve
+
+    receiver = Receiver(tuple(secret))
+
+    async def main() -> None:
+        async with serve(receiver, port=port) as url:
+            err.print(f"listening on {url}; Ctrl-C to stop")
+            seen: set[str] = set()
+            while True:
+                await anyio.sleep(0.5)
+                for msg_id, record in receiver.seen.items():
+                    if record.payload is not None and msg_id not in seen:
+                        seen.add(msg_id)
+                        _json(record.payload)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(main)
 
 
 @db_app.command("migrate")
@@ -618,8 +798,11 @@ def demo_cmd(
     interval: Annotated[float, typer.Option(min=2.0, help="Demo interval, seconds.")] = 8.0,
     grace: Annotated[float, typer.Option(min=0.5, help="late_grace, seconds.")] = 2.0,
 ) -> None:
-    """The ETF Agent acceptance, in real time (about a minute): three slots, three
-    reports, restart after the fourth slot's grace, no catch-up task."""
+    """The ETF Agent acceptance in real time (about a minute); see the README.
+
+    Three slots, three reports delivered by webhook, file and log; a restart after the
+    fourth slot's grace admits no catch-up task.
+    """
     from ._demo import run_demo
 
     async def run(db: Database, settings: Settings) -> bool:

@@ -1,4 +1,5 @@
-"""PostgreSQL storage for the outbox dispatcher (:class:`outbox.DeliveryStore`)."""
+"""PostgreSQL storage for the outbox dispatcher (:class:`outbox.DeliveryStore`), and the
+webhook endpoints the webhook channel resolves."""
 
 from __future__ import annotations
 
@@ -6,19 +7,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from outbox import Notice
-from triggers import format_utc
+from outbox import DeliveryFailed, Endpoint, Notice, Outcome, Preferences
+from triggers import Importance, format_utc
 
+from ._clock import Clock
 from ._db import Database
 
 __all__ = ["PgDeliveryStore"]
 
 
 class PgDeliveryStore:
-    """Delivery rows in ``deliveries``; payloads built from the committed report."""
+    """Delivery rows in ``deliveries``; payloads built from the committed report; the
+    recipient's preferences read at claim time (i.e. at delivery time)."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.db, self.clock = db, clock
 
     async def claim_due(self, now: datetime, limit: int, owner: str,
                         lease_seconds: float) -> Sequence[Notice]:
@@ -29,22 +32,43 @@ class PgDeliveryStore:
         payloads = await self.db.fetch("delivery_payloads", [r["tenant_id"] for r in rows],
                                        [r["task_id"] for r in rows])
         by_task = {(p["tenant_id"], p["task_id"]): p for p in payloads}
-        return [
-            Notice(r["tenant_id"], str(r["delivery_id"]), r["channel"], r["destination"],
-                   r["attempts"], _payload(by_task[(r["tenant_id"], r["task_id"])]))
-            for r in rows
-        ]
+        notices = []
+        for r in rows:
+            p = by_task[(r["tenant_id"], r["task_id"])]
+            notices.append(Notice(
+                r["tenant_id"], str(r["delivery_id"]), r["channel"], r["destination"],
+                r["attempts"], _payload(p), Importance(p["importance"]), r["created_at"],
+                _preferences(p)))
+        return notices
 
-    async def delivered(self, notice: Notice, owner: str, now: datetime, response: str) -> None:
-        """Mark delivered (only while ``owner`` holds the row)."""
-        await self.db.execute("delivery_delivered", notice.tenant_id, notice.delivery_id,
-                              owner, now, response)
+    async def record(self, owner: str, outcomes: Sequence[Outcome]) -> None:
+        """Write a pass's outcomes and its attempt log in one transaction."""
+        if not outcomes:
+            return
+        rows = [(o.notice.tenant_id, o.notice.delivery_id, o.kind.value, o.at, o.detail[:2000],
+                 o.next_at, o.status_code) for o in outcomes]
+        async with self.db.transaction() as tx:
+            kept = await tx.fetch("deliveries_record", *[list(c) for c in zip(*rows, strict=True)],
+                                  owner)
+            mine = {(r["tenant_id"], str(r["delivery_id"])) for r in kept}
+            log = [(o.notice.tenant_id, o.notice.delivery_id, o.notice.attempt, owner, o.at,
+                    o.kind.value, o.status_code, o.detail[:2000]) for o in outcomes
+                   if (o.notice.tenant_id, o.notice.delivery_id) in mine]
+            if log:
+                await tx.execute("delivery_attempts_insert",
+                                 *[list(c) for c in zip(*log, strict=True)])
 
-    async def failed(self, notice: Notice, owner: str, now: datetime, error: str,
-                     retry_at: datetime | None) -> None:
-        """Mark retrying at ``retry_at``, or dead (only while ``owner`` holds the row)."""
-        await self.db.execute("delivery_failed", notice.tenant_id, notice.delivery_id,
-                              owner, error, retry_at)
+    async def endpoint(self, tenant_id: str, name: str) -> Endpoint:
+        """The tenant's webhook endpoint ``name`` with its active secrets.
+
+        Raises:
+            DeliveryFailed: (permanent) no such endpoint.
+        """
+        row = await self.db.fetchrow("webhook_endpoint_get", tenant_id, name, self.clock.now())
+        if row is None:
+            raise DeliveryFailed(f"tenant {tenant_id} has no webhook endpoint named {name!r}",
+                                 retryable=False)
+        return Endpoint(row["url"], tuple(row["secrets"]))
 
 
 def _payload(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,3 +80,13 @@ def _payload(r: Mapping[str, Any]) -> dict[str, Any]:
     plain["committed_at"] = format_utc(r["committed_at"])
     plain["report_ref"] = f"report:{r['tenant_id']}/{r['task_id']}"
     return plain
+
+
+def _preferences(r: Mapping[str, Any]) -> Preferences | None:
+    if not r["has_preferences"]:
+        return None
+    channels = r["channels"]
+    return Preferences(zone=r["user_zone"] or "UTC",
+                       channels=None if channels is None else frozenset(channels),
+                       min_importance=Importance(r["min_importance"]),
+                       quiet_start=r["quiet_start"], quiet_end=r["quiet_end"])

@@ -3,7 +3,8 @@
 1. An agent proposes an interval schedule; the owner confirms the exact revision
    by presenting its spec hash.
 2. A supervisor passes three slots and stores three distinct completed reports,
-   each delivered to a file and the log through the outbox.
+   each delivered through the outbox to a local webhook receiver (signed per Standard
+   Webhooks, verified there), a file and the log.
 3. The supervisor is stopped and a new one is started after the fourth slot's
    grace has passed: it admits no catch-up task and records ``skipped_expired``.
 4. A preview of a weekly Monday 09:00 Europe/London schedule across the next two
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 from rich.console import Console
 
+from outbox import Receiver, serve
 from triggers import CronSchedule, format_utc, parse_spec, preview
 
 from ._clock import SystemClock
@@ -29,6 +31,7 @@ from ._history import HistoryQuery, history
 from ._render import history_lines, preview_table
 from ._settings import Settings
 from ._supervisor import Supervisor, SupervisorConfig
+from ._webhooks import add_endpoint, remove_endpoint
 
 __all__ = ["run_demo"]
 
@@ -39,14 +42,30 @@ NOTICES = "demo-notices.jsonl"
 async def run_demo(db: Database, settings: Settings, console: Console, *,
                    interval: timedelta, grace: timedelta) -> bool:
     """Run the demo; True when every check held."""
-    clock = SystemClock()
-    definition_id, anchor = await _propose_and_confirm(db, clock, console, interval, grace)
+    receiver = Receiver(())
+    async with serve(receiver) as url:
+        clock = SystemClock()
+        hook = f"demo-hook-{clock.now():%Y%m%dT%H%M%S}"
+        await _ensure_user(db, clock)
+        receiver.secrets = (await add_endpoint(db, clock, TENANT, hook, url),)
+        console.print(f"a local webhook receiver listens on {url} (endpoint {TENANT}/{hook}); "
+                      "it verifies every Standard Webhooks signature and dedups by webhook-id")
+        try:
+            return await _acceptance(db, settings, console, clock, receiver, hook, interval, grace)
+        finally:
+            await remove_endpoint(db, TENANT, hook)
+
+
+async def _acceptance(db: Database, settings: Settings, console: Console, clock: SystemClock,
+                      receiver: Receiver, hook: str, interval: timedelta,
+                      grace: timedelta) -> bool:
+    definition_id, anchor = await _propose_and_confirm(db, clock, console, interval, grace, hook)
     config = SupervisorConfig(home=settings.home, tick_seconds=0.25, poll_seconds=0.25,
                               skew_budget=settings.clock_skew_budget)
     console.rule("2. a supervisor runs three slots")
     first = Supervisor(db, clock, config)
     with anyio.fail_after(interval.total_seconds() * 4 + 30):
-        await _run_until(first, lambda s: s.completed >= 3 and s.deliveries >= 6)
+        await _run_until(first, lambda s: s.completed >= 3 and s.deliveries >= 9)
     console.print(f"stopped supervisor 1 after {first.statistics().completed} completed tasks")
     fourth = anchor + 3 * interval
     resume_at = fourth + grace + timedelta(seconds=0.5)
@@ -60,7 +79,7 @@ async def run_demo(db: Database, settings: Settings, console: Console, *,
         await _run_until(second, lambda s: s.ticks >= 1)
     console.print(f"supervisor 2 ticked once; the definition is now "
                   f"{await _status(db, definition_id)}")
-    ok = await _verify(db, console, definition_id, settings)
+    ok = await _verify(db, console, definition_id, settings, receiver)
     _dst_preview(console, clock)
     page = await history(db, HistoryQuery(tenant_id=TENANT, definition_id=definition_id))
     console.rule(f"5. history of {TENANT}/{definition_id} (watchkeeper history {definition_id} "
@@ -71,12 +90,18 @@ async def run_demo(db: Database, settings: Settings, console: Console, *,
     return ok
 
 
-async def _propose_and_confirm(db: Database, clock: SystemClock, console: Console,
-                               interval: timedelta, grace: timedelta) -> tuple[str, Any]:
+async def _ensure_user(db: Database, clock: SystemClock) -> str:
+    """Create demo/alice, or issue a new token when the demo ran before."""
     try:
-        token = await add_user(db, clock, TENANT, USER, display_name="Alice", zone="Europe/Paris")
+        return await add_user(db, clock, TENANT, USER, display_name="Alice", zone="Europe/Paris")
     except Conflict:
-        token = await add_user(db, clock, TENANT, USER, rotate=True)
+        return await add_user(db, clock, TENANT, USER, rotate=True)
+
+
+async def _propose_and_confirm(db: Database, clock: SystemClock, console: Console,
+                               interval: timedelta, grace: timedelta,
+                               hook: str) -> tuple[str, Any]:
+    token = await add_user(db, clock, TENANT, USER, rotate=True)
     now = clock.now()
     definition_id = f"etf-holdings-{now:%Y%m%dT%H%M%S}"
     anchor = (now + timedelta(seconds=3)).replace(microsecond=0)
@@ -86,7 +111,8 @@ async def _propose_and_confirm(db: Database, clock: SystemClock, console: Consol
         "lateness": {"policy": "skip_expired", "late_grace": grace},
         "ends": {"after": 4},
         "instructions": "Check my holdings; notify me only if something important changed.",
-        "delivery": [{"channel": "file", "destination": NOTICES}, {"channel": "log"}],
+        "delivery": [{"channel": "webhook", "destination": hook},
+                     {"channel": "file", "destination": NOTICES}, {"channel": "log"}],
         "limits": {"deadline": 60, "max_attempts": 2},
     }, min_interval=timedelta(seconds=1))
     console.rule("1. an agent proposes, the owner confirms")
@@ -115,7 +141,8 @@ async def _status(db: Database, definition_id: str) -> str:
     return "" if row is None else str(row["status"])
 
 
-async def _verify(db: Database, console: Console, definition_id: str, settings: Settings) -> bool:
+async def _verify(db: Database, console: Console, definition_id: str, settings: Settings,
+                  receiver: Receiver) -> bool:
     page = await history(db, HistoryQuery(tenant_id=TENANT, definition_id=definition_id))
     entries = list(reversed(page.entries))
     tasks = [e for e in entries if e["task_id"] is not None]
@@ -126,9 +153,13 @@ async def _verify(db: Database, console: Console, definition_id: str, settings: 
             e["task_status"] == "completed" for e in tasks),
         "three distinct verified reports": len(hashes) == 3 and all(e["verified"] for e in tasks),
         "no fourth task; slot 4 recorded skipped_expired": len(skipped) == 1 and len(entries) == 4,
-        "every report delivered to the file and the log": all(
+        "every report delivered through the outbox (webhook, file, log)": all(
             {d["status"] for d in (e["deliveries"] or [])} == {"delivered"}
-            and len(e["deliveries"]) == 2 for e in tasks),
+            and len(e["deliveries"]) == 3 for e in tasks),
+        "the receiver verified three signed notices, each webhook-id once": (
+            receiver.processed == 3 and receiver.rejected == 0
+            and {r.payload["definition_id"] for r in receiver.seen.values() if r.payload}
+            == {definition_id}),
     }
     console.rule("checks")
     for name, held in checks.items():

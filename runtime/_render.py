@@ -82,7 +82,8 @@ def _entry_cells(e: HistoryEntry) -> list[str]:
     report = ""
     if e["content_sha256"]:
         report = f"{'verified' if e['verified'] else 'NOT verified'} {e['content_sha256'][:10]}"
-    delivery = ", ".join(f"{d['channel']}:{d['status']}" for d in (e["deliveries"] or []))
+    delivery = ", ".join(f"{d['channel']}:{d['status']} x{d['attempts']}"
+                         for d in (e["deliveries"] or []))
     lateness = f"{e['lateness_seconds']:.1f} s" + (" late" if e["late"] else "")
     return [f"{_utc(e['scheduled_for'])}\n{local}",
             f"{e['definition_id']}\n{e['slot']}\n{e['kind']} / {e['binding_id']}",
@@ -104,8 +105,9 @@ def history_lines(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent
             facts.append(f"report {'verified' if e['verified'] else 'NOT verified'} "
                          f"{e['content_sha256'][:10]}")
         if e["deliveries"]:
-            facts.append("notices " + ", ".join(f"{d['channel']} {d['status']}"
-                                                for d in e["deliveries"]))
+            facts.append("notices " + ", ".join(
+                f"{d['channel']} {d['status']} after {d['attempts']} attempt(s)"
+                for d in e["deliveries"]))
         if e.next_step:
             facts.append(f"next: {e.next_step}")
         lines.append((e["scheduled_for"], f"{_utc(e['scheduled_for'])}  {e['kind']:9} "

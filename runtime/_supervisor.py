@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
-from outbox import Channel, Dispatcher, FileChannel, LogChannel, backoff_seconds
+from outbox import Channel, Dispatcher, FileChannel, LogChannel, WebhookChannel, backoff_seconds
 
 from ._admission import RunUnit
 from ._agents import AgentCatalog
@@ -44,14 +44,34 @@ from ._scheduler import execute_run, tick
 from ._worker import Worker
 
 __all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
-           "default_channels"]
+           "close_channels", "default_channels", "make_dispatcher"]
 
 log = logging.getLogger("watchkeeper.supervisor")
 
 
-def default_channels(home: Path) -> dict[str, Channel]:
-    """The built-in channels: ``log``, and ``file`` writing under ``home/notices/<tenant>``."""
-    return {"log": LogChannel(), "file": FileChannel(home / "notices")}
+def default_channels(home: Path, store: PgDeliveryStore, clock: Clock, *,
+                     webhook_timeout: float = 10.0) -> dict[str, Channel]:
+    """The built-in channels: ``log``; ``file`` writing under ``home/notices/<tenant>``;
+    ``webhook`` signed per Standard Webhooks, to the tenant's named endpoints, with
+    ``webhook_timeout`` seconds for connect, read and write."""
+    return {"log": LogChannel(), "file": FileChannel(home / "notices"),
+            "webhook": WebhookChannel(store.endpoint, now=clock.now, timeout=webhook_timeout)}
+
+
+def make_dispatcher(config: SupervisorConfig, store: PgDeliveryStore,
+                    channels: dict[str, Channel], clock: Clock, owner: str) -> Dispatcher:
+    """The outbox dispatcher with ``config``'s attempt and age limits."""
+    return Dispatcher(store, channels, now=clock.now, owner=owner,
+                      max_attempts=config.delivery_max_attempts,
+                      max_age=timedelta(seconds=config.delivery_max_age))
+
+
+async def close_channels(channels: dict[str, Channel]) -> None:
+    """Release what channels hold (the webhook channel's HTTP connections)."""
+    for channel in channels.values():
+        closer = getattr(channel, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 class LoopDied(WatchkeeperError):
@@ -71,6 +91,10 @@ class SupervisorConfig:
         skew_budget: maximum |offset| to PostgreSQL's clock before dispatch stops;
             ``None`` disables the check (tests with a fake clock far from the
             database's).
+        delivery_max_attempts, delivery_max_age: a notice is ``dead`` after this many
+            attempts, or when its next try would fall later than this many seconds
+            after it was committed (``redeliver`` re-queues it).
+        webhook_timeout: seconds for a webhook's connect, read and write.
     """
 
     home: Path
@@ -86,6 +110,9 @@ class SupervisorConfig:
     batch_size: int = 1000
     restart_limit: int = 5
     retry_base: float = 2.0
+    delivery_max_attempts: int = 8
+    delivery_max_age: float = 86400.0
+    webhook_timeout: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +143,10 @@ class Supervisor:
         self.db, self.clock, self.config = db, clock, config
         self.registry = registry or Registry()
         self.agents = agents or AgentCatalog()
-        self.channels: dict[str, Channel] = channels or default_channels(config.home)
+        self.store = PgDeliveryStore(db, clock)
+        self._own_channels = channels is None
+        self.channels: dict[str, Channel] = channels or default_channels(
+            config.home, self.store, clock, webhook_timeout=config.webhook_timeout)
         self._ticks = self._admitted = self._deliveries = 0
         self._outcomes: Counter[str] = Counter()
         self._dead: set[str] = set()
@@ -160,6 +190,8 @@ class Supervisor:
             raise
         finally:
             with anyio.CancelScope(shield=True):
+                if self._own_channels:
+                    await close_channels(self.channels)
                 try:
                     await self.db.execute("supervisor_set_status", self.config.supervisor_id,
                                           "stopped", {"dead_loops": sorted(self._dead)})
@@ -183,8 +215,8 @@ class Supervisor:
                             retry_base=cfg.retry_base)
             loops.append((f"worker-{index}", self._worker_step(worker), cfg.poll_seconds))
             self._kickable[f"worker-{index}"] = "work"
-        dispatcher = Dispatcher(PgDeliveryStore(self.db), self.channels, now=self.clock.now,
-                                owner=f"{cfg.supervisor_id}/outbox")
+        dispatcher = make_dispatcher(cfg, self.store, self.channels, self.clock,
+                                     f"{cfg.supervisor_id}/outbox")
         loops.append(("dispatch", self._dispatch_step(dispatcher), cfg.poll_seconds))
         self._kickable["dispatch"] = "deliver"
         loops.append(("heartbeat", self._heartbeat_step, cfg.heartbeat_seconds))

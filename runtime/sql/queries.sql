@@ -403,11 +403,15 @@ FROM unnest($4::uuid[], $5::text[], $6::text[]) AS i (delivery_id, channel, dest
 ON CONFLICT DO NOTHING;
 
 -- name: reports_previous
+-- The binding's latest verified reports, newest task first. A verified report is what
+-- makes a task 'completed', so this walks the partial index tasks_completed backwards
+-- and stops at the limit: the cost does not grow with the history or the backlog.
 SELECT t.slot, r.content_sha256, r.committed_at
-FROM reports r
-JOIN tasks t ON t.tenant_id = r.tenant_id AND t.task_id = r.task_id
-WHERE t.tenant_id = $1 AND t.definition_id = $2 AND t.binding_id = $3 AND r.verified
-ORDER BY r.committed_at DESC
+FROM tasks t
+JOIN reports r ON r.tenant_id = t.tenant_id AND r.task_id = t.task_id
+WHERE t.tenant_id = $1 AND t.definition_id = $2 AND t.binding_id = $3
+  AND t.status = 'completed' AND r.verified
+ORDER BY t.task_id DESC
 LIMIT $4;
 
 -- name: revision_spec
@@ -442,7 +446,8 @@ SELECT * FROM reports WHERE tenant_id = $1 AND task_id = $2;
 -- ---------------------------------------------------------------- outbox
 
 -- name: deliveries_claim
--- Several dispatchers never hold one row at once: SKIP LOCKED plus a lease.
+-- Several dispatchers never hold one row at once: SKIP LOCKED plus a lease. A row whose
+-- lease expired (its dispatcher died before recording) is taken over: attempt + 1, same id.
 WITH c AS (
     SELECT tenant_id, delivery_id FROM deliveries
     WHERE (status IN ('pending', 'retrying') AND next_attempt_at <= $1)
@@ -456,29 +461,129 @@ SET status = 'delivering', attempts = d.attempts + 1, lease_owner = $3,
     lease_expires_at = $1 + make_interval(secs => $4)
 FROM c
 WHERE d.tenant_id = c.tenant_id AND d.delivery_id = c.delivery_id
-RETURNING d.tenant_id, d.delivery_id, d.task_id, d.channel, d.destination, d.attempts;
+RETURNING d.tenant_id, d.delivery_id, d.task_id, d.channel, d.destination, d.attempts,
+          d.created_at;
 
 -- name: delivery_payloads
+-- The notice body (a reference to the committed report) and, read now, the recipient's
+-- preferences and zone.
 SELECT t.tenant_id, t.task_id, t.definition_id, t.binding_id, t.slot, t.kind, t.owner_user_id,
        t.scheduled_for, r.importance, r.content_sha256, r.output_ref, r.committed_at,
-       split_part(r.content_md, E'\n', 1) AS headline
+       split_part(r.content_md, E'\n', 1) AS headline,
+       u.zone AS user_zone, p.user_id IS NOT NULL AS has_preferences, p.channels,
+       p.min_importance, p.quiet_start, p.quiet_end
 FROM tasks t
 JOIN reports r ON r.tenant_id = t.tenant_id AND r.task_id = t.task_id
 JOIN unnest($1::text[], $2::bigint[]) AS k (tenant_id, task_id)
-  ON t.tenant_id = k.tenant_id AND t.task_id = k.task_id;
+  ON t.tenant_id = k.tenant_id AND t.task_id = k.task_id
+LEFT JOIN users u ON u.tenant_id = t.tenant_id AND u.user_id = t.owner_user_id
+LEFT JOIN notification_preferences p
+  ON p.tenant_id = t.tenant_id AND p.user_id = t.owner_user_id;
 
--- name: delivery_delivered
-UPDATE deliveries
-SET status = 'delivered', delivered_at = $4, response = $5, last_error = NULL,
+-- name: deliveries_record
+-- One pass's outcomes, only for rows this dispatcher still holds. A deferral (quiet
+-- hours) or a suppression is not an attempt.
+UPDATE deliveries d
+SET status = CASE i.kind WHEN 'deferred' THEN 'pending' ELSE i.kind END,
+    attempts = CASE WHEN i.kind IN ('deferred', 'suppressed') THEN d.attempts - 1
+                    ELSE d.attempts END,
+    next_attempt_at = coalesce(i.next_at, d.next_attempt_at),
+    delivered_at = CASE WHEN i.kind = 'delivered' THEN i.at ELSE d.delivered_at END,
+    dead_at = CASE WHEN i.kind = 'dead' THEN i.at ELSE d.dead_at END,
+    response = CASE WHEN i.kind = 'delivered' THEN i.detail ELSE d.response END,
+    response_status = coalesce(i.status_code, d.response_status),
+    last_error = CASE WHEN i.kind IN ('retrying', 'dead') THEN i.detail
+                      WHEN i.kind = 'delivered' THEN NULL ELSE d.last_error END,
+    status_reason = CASE WHEN i.kind IN ('suppressed', 'deferred') THEN i.detail
+                         ELSE d.status_reason END,
     lease_owner = NULL, lease_expires_at = NULL
-WHERE tenant_id = $1 AND delivery_id = $2 AND lease_owner = $3 AND status = 'delivering';
+FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::text[],
+            $6::timestamptz[], $7::integer[])
+     AS i (tenant_id, delivery_id, kind, at, detail, next_at, status_code)
+WHERE d.tenant_id = i.tenant_id AND d.delivery_id = i.delivery_id
+  AND d.delivery_id = ANY($2::uuid[]) AND d.lease_owner = $8 AND d.status = 'delivering'
+RETURNING d.tenant_id, d.delivery_id;
 
--- name: delivery_failed
+-- name: delivery_attempts_insert
+INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, dispatcher, finished_at, outcome,
+                               response_status, detail)
+SELECT i.*
+FROM unnest($1::text[], $2::uuid[], $3::integer[], $4::text[], $5::timestamptz[], $6::text[],
+            $7::integer[], $8::text[]) AS i;
+
+-- name: webhook_endpoint_get
+SELECT e.url,
+       array(SELECT s.secret FROM webhook_secrets s
+             WHERE s.tenant_id = e.tenant_id AND s.endpoint = e.name
+               AND (s.expires_at IS NULL OR s.expires_at > $3)
+             ORDER BY s.secret_id DESC) AS secrets
+FROM webhook_endpoints e WHERE e.tenant_id = $1 AND e.name = $2;
+
+-- name: webhook_endpoint_insert
+INSERT INTO webhook_endpoints (tenant_id, name, url, created_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING
+RETURNING name;
+
+-- name: webhook_secret_insert
+INSERT INTO webhook_secrets (tenant_id, endpoint, secret, created_at) VALUES ($1, $2, $3, $4);
+
+-- name: webhook_secrets_expire
+-- Rotation: the current secrets keep signing until $3, then only the new one does.
+UPDATE webhook_secrets SET expires_at = $3
+WHERE tenant_id = $1 AND endpoint = $2 AND (expires_at IS NULL OR expires_at > $3);
+
+-- name: webhook_endpoint_delete
+DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND name = $2 RETURNING name;
+
+-- name: webhook_endpoints_list
+SELECT e.tenant_id, e.name, e.url, e.created_at,
+       count(s.secret_id) FILTER (WHERE s.expires_at IS NULL OR s.expires_at > $2) AS active_secrets
+FROM webhook_endpoints e
+LEFT JOIN webhook_secrets s ON s.tenant_id = e.tenant_id AND s.endpoint = e.name
+WHERE $1::text IS NULL OR e.tenant_id = $1
+GROUP BY e.tenant_id, e.name, e.url, e.created_at
+ORDER BY e.tenant_id, e.name;
+
+-- name: preferences_upsert
+INSERT INTO notification_preferences (tenant_id, user_id, channels, min_importance, quiet_start,
+                                      quiet_end, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant_id, user_id) DO UPDATE
+SET channels = EXCLUDED.channels, min_importance = EXCLUDED.min_importance,
+    quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end,
+    updated_at = EXCLUDED.updated_at;
+
+-- name: preferences_get
+SELECT p.*, u.zone FROM notification_preferences p
+JOIN users u ON u.tenant_id = p.tenant_id AND u.user_id = p.user_id
+WHERE p.tenant_id = $1 AND p.user_id = $2;
+
+-- name: deliveries_list
+SELECT d.tenant_id, d.delivery_id, d.task_id, t.definition_id, t.slot, d.channel,
+       d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
+       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason
+FROM deliveries d
+JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
+WHERE ($1::text IS NULL OR d.tenant_id = $1)
+  AND ($2::text IS NULL OR d.status = $2)
+  AND ($3::bigint IS NULL OR d.task_id = $3)
+ORDER BY d.created_at DESC, d.delivery_id
+LIMIT $4;
+
+-- name: delivery_attempts_list
+SELECT attempt, dispatcher, finished_at, outcome, response_status, detail
+FROM delivery_attempts WHERE tenant_id = $1 AND delivery_id = $2 ORDER BY attempt_id;
+
+-- name: delivery_redeliver
+-- Re-queue a finished delivery under the same delivery id (the receiver dedups by it).
 UPDATE deliveries
-SET status = CASE WHEN $5::timestamptz IS NULL THEN 'dead' ELSE 'retrying' END,
-    next_attempt_at = coalesce($5, next_attempt_at), last_error = $4,
-    lease_owner = NULL, lease_expires_at = NULL
-WHERE tenant_id = $1 AND delivery_id = $2 AND lease_owner = $3 AND status = 'delivering';
+SET status = 'pending', next_attempt_at = $3, attempts = 0, redeliveries = redeliveries + 1,
+    last_error = NULL, status_reason = $4, dead_at = NULL
+WHERE tenant_id = $1 AND delivery_id = $2 AND status IN ('dead', 'delivered', 'suppressed')
+RETURNING delivery_id;
+
+-- name: delivery_get
+SELECT tenant_id, delivery_id, status FROM deliveries WHERE tenant_id = $1 AND delivery_id = $2;
 
 -- name: definitions_lock_batch_wait
 SELECT d.tenant_id, d.definition_id, d.fence, d.cursor_at, d.status, d.effective_revision
@@ -546,7 +651,8 @@ SELECT o.tenant_id, o.definition_tenant_id, o.definition_id, o.binding_id, o.slo
        (SELECT json_agg(json_build_object(
                  'delivery_id', x.delivery_id, 'channel', x.channel,
                  'destination', x.destination, 'status', x.status, 'attempts', x.attempts,
-                 'delivered_at', x.delivered_at, 'last_error', x.last_error)
+                 'redeliveries', x.redeliveries, 'delivered_at', x.delivered_at,
+                 'last_error', x.last_error)
                  ORDER BY x.channel, x.destination)
           FROM deliveries x WHERE x.tenant_id = t.tenant_id AND x.task_id = t.task_id)
          AS deliveries
@@ -623,3 +729,6 @@ FROM occurrences o
 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
      AS k (tenant_id, definition_id, binding_id, slot, kind)
   USING (tenant_id, definition_id, binding_id, slot, kind);
+
+-- name: tenant_exists
+SELECT tenant_id FROM tenants WHERE tenant_id = $1;
