@@ -21,9 +21,9 @@ def utc(text: str) -> datetime:
 
 
 async def owner(db: Database, clock: FakeClock, tenant: str = "acme",
-                user: str = "alice") -> UserPrincipal:
+                user: str = "alice", zone: str = "UTC") -> UserPrincipal:
     """Create a user and return them authenticated."""
-    return await authenticate(db, await add_user(db, clock, tenant, user))
+    return await authenticate(db, await add_user(db, clock, tenant, user, zone=zone))
 
 
 async def confirmed(db: Database, clock: FakeClock, spec: dict[str, Any], *,

@@ -181,3 +181,59 @@ def test_every_example_parses() -> None:
     assert [b.tenant_id for b in rank.static_bindings or ()] == ["org_acme", "org_globex"]
 
 
+
+
+async def test_webhook_outbox_from_the_command_line(db: Database, db_dsn: str,
+                                                    tmp_path: Path) -> None:
+    """webhooks add -> a signed notice reaches a live receiver on tick; deliveries and
+    history show it with its attempts; redeliver resends under the same id; a rotated
+    secret signs alongside the old one; bad preferences name the option."""
+    from outbox import Receiver, serve
+
+    receiver = Receiver(())
+    async with serve(receiver) as url:
+        _, out, _ = await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+        token = out.strip().splitlines()[-1]
+        _, out, _ = await cli("webhooks", "add", "acme", "ops", url, dsn=db_dsn, home=tmp_path)
+        secret = out.strip().splitlines()[-1]
+        assert secret.startswith("whsec_")
+        receiver.secrets = (secret,)
+        spec = tmp_path / "spec.toml"
+        spec.write_text('version = 1\n[trigger]\ntype = "interval"\nevery = 86400\n'
+                        '[[delivery]]\nchannel = "webhook"\ndestination = "ops"\n')
+        _, out, _ = await cli("propose", str(spec), "--tenant", "acme", "--id", "hooked",
+                              "--owner", "alice", "--json", dsn=db_dsn, home=tmp_path)
+        proposal = json.loads(out)
+        await cli("confirm", "hooked", "--revision", "1", "--spec-hash", proposal["spec_hash"],
+                  "--token", token, dsn=db_dsn, home=tmp_path)
+        await cli("trigger", "hooked", "--token", token, dsn=db_dsn, home=tmp_path)
+        await cli("tick", dsn=db_dsn, home=tmp_path)
+        (delivery_id,) = receiver.seen
+        assert receiver.seen[delivery_id].payload is not None
+        assert receiver.seen[delivery_id].payload["definition_id"] == "hooked"
+        _, out, _ = await cli("deliveries", "--tenant", "acme", "--json", dsn=db_dsn,
+                              home=tmp_path)
+        (row,) = json.loads(out)
+        assert (row["delivery_id"], row["channel"], row["destination"], row["status"],
+                row["attempts"]) == (delivery_id, "webhook", "ops", "delivered", 1)
+        await cli("redeliver", delivery_id, "--tenant", "acme", dsn=db_dsn, home=tmp_path)
+        _, out, _ = await cli("webhooks", "rotate", "acme", "ops", dsn=db_dsn, home=tmp_path)
+        receiver.secrets = (out.strip().splitlines()[-1],)  # only the new one is accepted
+        await cli("tick", dsn=db_dsn, home=tmp_path)
+        record = receiver.seen[delivery_id]
+        assert (record.requests, record.answered_ok, receiver.processed, receiver.rejected) == (
+            2, 2, 1, 0)
+        _, out, _ = await cli("history", "hooked", "--tenant", "acme", "--json", dsn=db_dsn,
+                              home=tmp_path)
+        (entry,) = json.loads(out)["entries"]
+        assert [(d["status"], d["attempts"], d["redeliveries"])
+                for d in entry["deliveries"]] == [("delivered", 1, 1)]
+        _, out, _ = await cli("deliveries", "--tenant", "acme", "--attempts", dsn=db_dsn,
+                              home=tmp_path)
+        assert out.count("delivered") >= 3  # the row and its two logged attempts
+        code, _, err = await cli("prefs", "set", "acme", "alice", "--quiet", "22-7",
+                                 dsn=db_dsn, home=tmp_path, check=False)
+        assert code == 2 and "--quiet 22:00-07:00" in err
+        code, _, err = await cli("redeliver", "00000000-0000-0000-0000-000000000000",
+                                 "--tenant", "acme", dsn=db_dsn, home=tmp_path, check=False)
+        assert code == 3

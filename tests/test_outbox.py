@@ -1,0 +1,347 @@
+"""The outbox end to end: real PostgreSQL, a real HTTP receiver (uvicorn on 127.0.0.1)
+that verifies Standard Webhooks signatures and dedups by webhook-id, injected failures,
+preferences, dead letters and redelivery."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from _helpers import confirmed, owner, utc
+from _pgproxy import Fault, PgProxy
+
+from outbox import (
+    Dispatcher,
+    FileChannel,
+    LogChannel,
+    Receiver,
+    SignatureInvalid,
+    WebhookChannel,
+    serve,
+    signed_headers,
+    verify,
+)
+from runtime._agents import AgentCatalog, AgentContext, AgentResult
+from runtime._clock import FakeClock
+from runtime._db import Database
+from runtime._definitions import UserPrincipal
+from runtime._deliveries import PgDeliveryStore
+from runtime._errors import DatabaseUnavailable
+from runtime._history import HistoryQuery, history
+from runtime._manual import trigger_now
+from runtime._render import history_lines
+from runtime._webhooks import PreferencesInput, add_endpoint, redeliver, rotate_secret, set_preferences
+from runtime._worker import Worker
+from triggers import Importance
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class World:
+    """A tenant with a webhook endpoint served by a live receiver."""
+
+    db: Database
+    clock: FakeClock
+    receiver: Receiver
+    url: str
+    secret: str
+    runs: list[int]
+    tmp_path: Path
+    me: UserPrincipal
+    clients: list[WebhookChannel] = field(default_factory=list)
+
+    def dispatcher(self, db: Database | None = None, *, owner: str = "d1", **options: Any) -> Dispatcher:
+        store = PgDeliveryStore(db or self.db, self.clock)
+        webhook = WebhookChannel(store.endpoint, now=self.clock.now, timeout=0.3)
+        self.clients.append(webhook)
+        channels = {"webhook": webhook,
+                    "log": LogChannel(), "file": FileChannel(self.tmp_path / "notices")}
+        defaults: dict[str, Any] = {"base": 1.0, "cap": 10.0, "max_attempts": 25}
+        return Dispatcher(store, channels, now=self.clock.now, owner=owner,
+                          **(defaults | options))
+
+    async def reports(self, count: int, *, importance: Importance = Importance.NORMAL,
+                      delivery: list[dict[str, str]] | None = None) -> None:
+        """``count`` committed reports of one definition, each with its deliveries."""
+        me = self.me
+        runs = self.runs
+
+        class Counting:
+            async def run(self, ctx: AgentContext) -> AgentResult:
+                runs.append(ctx.task_id)
+                return AgentResult(f"# report {ctx.occurrence.slot}\n", importance)
+
+        catalog = AgentCatalog()
+        catalog.add("counting", Counting())
+        await confirmed(self.db, self.clock, {
+            "trigger": {"type": "interval", "every": 86400}, "overrun": "allow",
+            "agent": {"name": "counting"},
+            "delivery": delivery or [{"channel": "webhook", "destination": "hook"}]},
+            principal=me)
+        for _ in range(count):
+            await trigger_now(self.db, self.clock, me, "acme", "d1")
+            self.clock.advance(0.001)
+        worker = Worker(self.db, self.clock, catalog, worker_id="w", artifact_root=self.tmp_path)
+        while await worker.run_once():
+            pass
+
+    async def statuses(self) -> dict[str, tuple[str, int]]:
+        rows = await self.db.pool.fetch("SELECT delivery_id, status, attempts FROM deliveries")
+        return {str(r["delivery_id"]): (r["status"], r["attempts"]) for r in rows}
+
+    async def drain(self, dispatcher: Dispatcher, *, step: float = 11.0, rounds: int = 60) -> None:
+        """Dispatch until nothing is pending, moving the fake clock past each backoff."""
+        for _ in range(rounds):
+            await dispatcher.dispatch_once(limit=500)
+            if all(s in ("delivered", "dead", "suppressed") for s, _ in (await self.statuses()).values()):
+                return
+            self.clock.advance(step)
+        raise AssertionError(f"deliveries still pending: {await self.statuses()}")
+
+
+@pytest.fixture
+async def world(db: Database, tmp_path: Path) -> AsyncIterator[World]:
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    receiver = Receiver((), now=clock.now, timeout_seconds=0.6)
+    async with serve(receiver) as url:
+        me = await owner(db, clock)
+        secret = await add_endpoint(db, clock, "acme", "hook", url)
+        receiver.secrets = (secret,)
+        world = World(db, clock, receiver, url, secret, [], tmp_path, me)
+        try:
+            yield world
+        finally:
+            for client in world.clients:
+                await client.aclose()
+
+
+async def test_half_the_requests_fail_and_every_notice_arrives_once(world: World) -> None:
+    """200 reports, 50% of requests answered 500, 429 or timed out: every delivery ends
+    delivered, the receiver processes each webhook-id once, the agent ran 200 times."""
+    world.receiver.fail_share, world.receiver.seed = 0.5, 7
+    await world.reports(200)
+    await world.drain(world.dispatcher())
+    statuses = await world.statuses()
+    assert len(statuses) == 200 and {s for s, _ in statuses.values()} == {"delivered"}
+    assert world.receiver.processed == 200
+    assert set(world.receiver.seen) == set(statuses)
+    assert all(r.answered_ok == 1 for r in world.receiver.seen.values())
+    assert len(world.runs) == 200 == len(set(world.runs))
+    retried = [d for d, (_, attempts) in statuses.items() if attempts > 1]
+    assert retried, "with 50% failures some deliveries needed several attempts"
+    total_requests = sum(r.requests for r in world.receiver.seen.values())
+    logged = await world.db.pool.fetchval("SELECT count(*) FROM delivery_attempts")
+    assert logged == sum(a for _, a in statuses.values()) == total_requests
+    outcomes = await world.db.pool.fetch(
+        "SELECT outcome, count(*) FROM delivery_attempts GROUP BY outcome ORDER BY outcome")
+    assert {r["outcome"] for r in outcomes} == {"delivered", "retrying"}
+    page = await history(world.db, HistoryQuery(tenant_id="acme", definition_id="d1", limit=500))
+    shown = {d["delivery_id"]: (d["status"], d["attempts"])
+             for e in page.entries for d in e["deliveries"] or []}
+    assert len(page.entries) == 200 and shown == statuses
+    line = next(x for x in history_lines(page.entries, ())
+                if f"after {max(a for _, a in statuses.values())} attempt(s)" in x)
+    assert "webhook delivered" in line
+
+
+async def test_a_lost_delivered_mark_resends_under_the_same_id(world: World, db_dsn: str) -> None:
+    """The receiver answers 200 but recording it fails (connection dropped before COMMIT):
+    the next pass resends with the same webhook-id; the receiver shows one notification;
+    the row ends delivered with attempts = 2; the agent ran once."""
+    await world.reports(1)
+    async with PgProxy(db_dsn) as proxy, Database.open(proxy.dsn, migrate=False) as through:
+        dispatcher = world.dispatcher(through, lease_seconds=60)
+        proxy.arm(Fault.DROP_COMMIT)
+        with pytest.raises(DatabaseUnavailable):
+            await dispatcher.dispatch_once()
+        assert [r.requests for r in world.receiver.seen.values()] == [1]
+        world.clock.advance(61)  # the lease of the unrecorded attempt expires
+        stats = await dispatcher.dispatch_once()
+    assert stats.delivered == 1
+    (record,) = world.receiver.seen.values()
+    assert (record.requests, record.answered_ok, world.receiver.processed) == (2, 2, 1)
+    assert list((await world.statuses()).values()) == [("delivered", 2)]
+    assert world.runs == [1]
+
+
+async def test_a_503_then_a_success_really_sends_twice(world: World) -> None:
+    """A first 503 does not mark the notice as seen: the second attempt is sent."""
+    world.receiver.fail_first = 1
+    await world.reports(1)
+    await world.drain(world.dispatcher())
+    (record,) = world.receiver.seen.values()
+    assert (record.requests, record.answered_ok) == (2, 1)
+    assert list((await world.statuses()).values()) == [("delivered", 2)]
+
+
+async def test_a_relay_never_sees_an_uncommitted_report(world: World, db_dsn: str) -> None:
+    """A delivery row still inside an open transaction is invisible to a polling
+    dispatcher, which therefore cannot finalise it; after the commit it is delivered."""
+    await world.reports(1)
+    row = await world.db.pool.fetchrow("DELETE FROM deliveries RETURNING *")
+    import asyncpg
+
+    writer = await asyncpg.connect(db_dsn)
+    try:
+        tx = writer.transaction()
+        await tx.start()
+        await writer.execute(
+            "INSERT INTO deliveries (tenant_id, delivery_id, task_id, channel, destination, "
+            "status, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6)",
+            row["tenant_id"], row["delivery_id"], row["task_id"], row["channel"],
+            row["destination"], world.clock.now())
+        dispatcher = world.dispatcher()
+        assert (await dispatcher.dispatch_once()).claimed == 0
+        assert world.receiver.seen == {}
+        await tx.commit()
+    finally:
+        await writer.close()
+    assert (await dispatcher.dispatch_once()).delivered == 1
+    for client in world.clients:
+        await client.aclose()
+
+
+async def test_a_tampered_body_fails_verification(world: World) -> None:
+    """Signed headers with a modified body are rejected (library HMAC), by the function and
+    by the live receiver."""
+    body = json.dumps({"report_ref": "report:acme/1"})
+    headers = signed_headers("dlv-1", body, (world.secret,), world.clock.now())
+    assert verify((world.secret,), headers, body.encode(), world.clock.now()) == "dlv-1"
+    tampered = body.replace("1", "2")
+    with pytest.raises(SignatureInvalid):
+        verify((world.secret,), headers, tampered.encode(), world.clock.now())
+    async with httpx.AsyncClient() as client:
+        response = await client.post(world.url, content=tampered, headers=headers)
+    assert response.status_code == 400 and world.receiver.rejected == 1
+    assert world.receiver.seen == {}
+
+
+async def test_dead_after_max_attempts_then_redelivered_under_the_same_id(world: World) -> None:
+    """Always 500: dead after 3 attempts, visible with its last error; redeliver re-queues
+    it under the same delivery id, and it arrives once the receiver recovers."""
+    world.receiver.fail_share, world.receiver.failures = 1.0, ("500",)
+    await world.reports(1)
+    dispatcher = world.dispatcher(max_attempts=3)
+    await world.drain(dispatcher)
+    ((delivery_id, state),) = (await world.statuses()).items()
+    assert state == ("dead", 3)
+    row = await world.db.pool.fetchrow("SELECT last_error, response_status, dead_at FROM deliveries")
+    assert row["response_status"] == 500 and "injected failure" in row["last_error"]
+    world.receiver.fail_share = 0.0
+    await redeliver(world.db, world.clock, "acme", delivery_id, "operator")
+    await world.drain(dispatcher)
+    assert (await world.statuses())[delivery_id] == ("delivered", 1)
+    assert world.receiver.seen[delivery_id].answered_ok == 1
+    assert await world.db.pool.fetchval("SELECT redeliveries FROM deliveries") == 1
+
+
+async def test_a_permanent_4xx_is_dead_at_once(world: World) -> None:
+    """A 404 is not retried."""
+    await world.db.pool.execute("UPDATE webhook_endpoints SET url = $1", world.url + "missing")
+    world.receiver.fail_share = 0.0
+
+    async def not_found(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b"no such hook"})
+
+    async with serve(not_found) as url:
+        await world.db.pool.execute("UPDATE webhook_endpoints SET url = $1", url)
+        await world.reports(1)
+        await world.dispatcher().dispatch_once()
+    assert list((await world.statuses()).values()) == [("dead", 1)]
+
+
+async def test_retry_after_is_honoured(world: World) -> None:
+    """A 429 with Retry-After: 120 is not retried before 120 s have passed."""
+    async def slow_down(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 429,
+                    "headers": [(b"retry-after", b"120")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    async with serve(slow_down) as url:
+        await world.db.pool.execute("UPDATE webhook_endpoints SET url = $1", url)
+        await world.reports(1)
+        await world.dispatcher().dispatch_once()
+    next_at = await world.db.pool.fetchval("SELECT next_attempt_at FROM deliveries")
+    assert next_at >= world.clock.now() + timedelta(seconds=120)
+
+
+async def test_two_dispatchers_never_send_one_row_twice(world: World, db_dsn: str) -> None:
+    """Two dispatchers on two pools drain 100 deliveries concurrently: one request each."""
+    await world.reports(100)
+    async with Database.open(db_dsn, migrate=False) as other:
+        first, second = world.dispatcher(owner="a"), world.dispatcher(other, owner="b")
+        async with anyio.create_task_group() as tg:
+            for dispatcher in (first, second):
+                tg.start_soon(lambda d=dispatcher: d.dispatch_once(limit=10))
+        while (await first.dispatch_once(limit=10)).claimed or (
+                await second.dispatch_once(limit=10)).claimed:
+            pass
+    assert len(world.receiver.seen) == 100
+    assert {r.requests for r in world.receiver.seen.values()} == {1}
+
+
+async def test_a_rotated_secret_signs_alongside_the_old_one(world: World) -> None:
+    """During the overlap both secrets sign; a receiver knowing either accepts."""
+    new = await rotate_secret(world.db, world.clock, "acme", "hook", overlap=timedelta(hours=1))
+    world.receiver.secrets = (new,)
+    await world.reports(1)
+    await world.drain(world.dispatcher())
+    assert world.receiver.processed == 1
+    endpoint = await PgDeliveryStore(world.db, world.clock).endpoint("acme", "hook")
+    assert endpoint.secrets == (new, world.secret)
+    world.clock.advance(3601)
+    endpoint = await PgDeliveryStore(world.db, world.clock).endpoint("acme", "hook")
+    assert endpoint.secrets == (new,)
+
+
+async def test_below_the_minimum_importance_is_suppressed_but_kept(world: World) -> None:
+    """'Notify me only if something important changed': a normal report is committed and
+    visible, its notice suppressed with the reason."""
+    await set_preferences(world.db, world.clock, "acme", "alice",
+                          PreferencesInput(min_importance=Importance.HIGH))
+    await world.reports(1)
+    await world.dispatcher().dispatch_once()
+    row = await world.db.pool.fetchrow("SELECT status, status_reason, attempts FROM deliveries")
+    assert tuple(row) == ("suppressed",
+                          "importance normal is below the user's minimum high", 0)
+    assert world.receiver.seen == {}
+    assert await world.db.pool.fetchval("SELECT count(*) FROM reports WHERE verified") == 1
+
+
+async def test_a_disabled_channel_is_suppressed(world: World) -> None:
+    """A user who enabled only the file channel gets no webhook notice."""
+    await set_preferences(world.db, world.clock, "acme", "alice",
+                          PreferencesInput(channels=["file"]))
+    await world.reports(1, delivery=[{"channel": "webhook", "destination": "hook"},
+                                     {"channel": "file", "destination": "n.jsonl"}])
+    await world.drain(world.dispatcher())
+    rows = await world.db.pool.fetch("SELECT channel, status FROM deliveries ORDER BY channel")
+    assert [tuple(r) for r in rows] == [("file", "delivered"), ("webhook", "suppressed")]
+
+
+async def test_quiet_hours_across_a_dst_change(db: Database, tmp_path: Path) -> None:
+    """Quiet 22:00-07:00 Europe/Berlin; a notice due 2026-03-28 22:30 CET waits until
+    07:00 CEST on the 29th: 05:00Z, not 06:00Z (the clocks went forward that night)."""
+    clock = FakeClock(utc("2026-03-28T21:30:00Z"))
+    me = await owner(db, clock, zone="Europe/Berlin")
+    world = World(db, clock, Receiver(()), "", "", [], tmp_path, me)
+    await set_preferences(db, clock, "acme", "alice",
+                          PreferencesInput(quiet=(time(22), time(7))))
+    await world.reports(1, delivery=[{"channel": "log"}])
+    dispatcher = world.dispatcher()
+    assert (await dispatcher.dispatch_once()).deferred == 1
+    row = await db.pool.fetchrow("SELECT status, next_attempt_at, attempts FROM deliveries")
+    assert tuple(row) == ("pending", utc("2026-03-29T05:00:00Z"), 0)
+    clock.set_wall(utc("2026-03-29T04:59:59Z"))
+    assert (await dispatcher.dispatch_once()).claimed == 0
+    clock.set_wall(utc("2026-03-29T05:00:00Z"))
+    assert (await dispatcher.dispatch_once()).delivered == 1
