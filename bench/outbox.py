@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import multiprocessing as mp
@@ -78,7 +79,14 @@ sys.modules[_spec.name] = _admission  # dataclasses look their module up there
 _spec.loader.exec_module(_admission)
 Databases, ServerCpu, spent = _admission.Databases, _admission.ServerCpu, _admission.spent
 
-from outbox import Dispatcher, Receiver, WebhookChannel, serve, signed_headers  # noqa: E402
+from outbox import (  # noqa: E402
+    Dispatcher,
+    Receiver,
+    WebhookChannel,
+    serve,
+    signed_headers,
+    webhook_body,
+)
 from runtime._agents import AgentCatalog  # noqa: E402
 from runtime._clock import FakeClock, SystemClock  # noqa: E402
 from runtime._db import Database  # noqa: E402
@@ -307,8 +315,7 @@ async def notice_body(dsn: str) -> str:
         store = PgDeliveryStore(db, SystemClock())
         notices = await store.claim_due(datetime.now(UTC), 1, "probe", 0.0)
     (notice,) = notices
-    return json.dumps({"delivery_id": "DELIVERY", **notice.payload}, sort_keys=True,
-                      separators=(",", ":"))
+    return webhook_body(dataclasses.replace(notice, delivery_id="DELIVERY"))
 
 
 async def bench(server: str, args: argparse.Namespace) -> None:

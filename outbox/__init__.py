@@ -36,11 +36,13 @@ from ._webhook import Endpoint as Endpoint
 from ._webhook import WebhookChannel as WebhookChannel
 from ._webhook import retry_after_seconds as retry_after_seconds
 from ._webhook import signed_headers as signed_headers
+from ._webhook import webhook_body as webhook_body
 
 __all__ = [
     "Channel", "FileChannel", "LogChannel", "Notice", "DeliveryStore", "Dispatcher",
     "DispatchStatistics", "Outcome", "OutcomeKind", "DeliveryFailed", "OutboxError",
     "NoticeAction", "NoticeDecision", "Preferences", "decide_notice", "quiet_hours_end",
     "Receiver", "SignatureInvalid", "serve", "verify", "backoff_seconds", "Endpoint",
+    "webhook_body",
     "WebhookChannel", "retry_after_seconds", "signed_headers",
 ]

@@ -2,7 +2,8 @@
 needs no change to the dispatcher.
 
 Built in: ``log`` (the ``watchkeeper.notify`` logger) and ``file`` (JSON Lines,
-each notice appended with one ``write`` on an ``O_APPEND`` descriptor and fsynced).
+each notice appended on an ``O_APPEND`` descriptor and fsynced; a partial line left
+by an earlier failed attempt is ended first, so every complete line parses).
 """
 
 from __future__ import annotations
@@ -36,8 +37,13 @@ class Notice:
         attempt: 1 for the first attempt.
         payload: JSON-compatible notice body (report reference, hash, title, summary).
         importance: the report's importance (preferences filter on it).
-        created_at: when the delivery row was written (for ``max_age``).
+        queued_at: when the delivery was queued (committed, or redelivered): where
+            ``max_age`` starts.
         preferences: the recipient's notification preferences, read at delivery time.
+        lease_token: the fencing token of this claim; only the current claim's
+            outcome is recorded.
+        lease_expires_at: when this claim's lease ends (UTC); no send may start that
+            could still be running then.
     """
 
     tenant_id: str
@@ -47,8 +53,10 @@ class Notice:
     attempt: int
     payload: Mapping[str, Any]
     importance: Importance = Importance.NORMAL
-    created_at: datetime | None = None
+    queued_at: datetime | None = None
     preferences: Preferences | None = None
+    lease_token: int | None = None
+    lease_expires_at: datetime | None = None
 
 
 class Channel(Protocol):
@@ -105,18 +113,30 @@ class FileChannel:
                            **notice.payload}, sort_keys=True) + "\n"
         try:
             await anyio.to_thread.run_sync(_append, path, line.encode())
+        except (IsADirectoryError, NotADirectoryError, FileExistsError) as exc:
+            raise DeliveryFailed(f"cannot append to {path}: {exc}; the destination must be a "
+                                 "file path whose parents are directories",
+                                 retryable=False) from exc
         except OSError as exc:
             raise DeliveryFailed(f"cannot append to {path}: {exc}", retryable=True) from exc
         return f"appended to {path}"
 
 
 def _append(path: Path, data: bytes) -> None:
+    """Append ``data`` (one line) and fsync. If an earlier attempt left a partial line
+    (a short write, a crash), a newline first ends it, so this line parses on its own."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
     try:
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError(f"short write: {written} of {len(data)} bytes")
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(f"write returned {written}")
+            view = view[written:]
         os.fsync(fd)
     finally:
         os.close(fd)

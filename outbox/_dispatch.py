@@ -97,17 +97,30 @@ class Dispatcher:
             created is dead instead.
         base, cap: backoff in seconds (full jitter).
         lease_seconds: how long a claimed row is held before another dispatcher may take it.
+        send_timeout: seconds one send may take in all (connect, upload, response); a
+            send still running then is abandoned and retried. A send is started only
+            if it would end before the claim's lease does, so a row whose lease may be
+            taken over is never being sent by two dispatchers at once.
         concurrency: notices sent at once within a pass.
+
+    Raises:
+        ValueError: ``send_timeout`` not shorter than ``lease_seconds``, or a limit < 1.
     """
 
     def __init__(self, store: DeliveryStore, channels: Mapping[str, Channel], *,
                  now: Callable[[], datetime], owner: str, max_attempts: int = 8,
                  max_age: timedelta = timedelta(hours=24), base: float = 2.0, cap: float = 300.0,
-                 lease_seconds: float = 60.0, concurrency: int = 8) -> None:
+                 lease_seconds: float = 60.0, send_timeout: float = 30.0,
+                 concurrency: int = 8) -> None:
+        if not 0 < send_timeout < lease_seconds:
+            raise ValueError(f"send_timeout ({send_timeout} s) must be positive and shorter "
+                             f"than lease_seconds ({lease_seconds} s)")
+        if max_attempts < 1 or concurrency < 1 or max_age <= timedelta(0):
+            raise ValueError("max_attempts, concurrency and max_age must be positive")
         self.store, self.channels, self.now = store, channels, now
         self.owner, self.max_attempts, self.max_age = owner, max_attempts, max_age
         self.base, self.cap, self.lease_seconds = base, cap, lease_seconds
-        self.concurrency = concurrency
+        self.send_timeout, self.concurrency = send_timeout, concurrency
 
     async def dispatch_once(self, limit: int = 50) -> DispatchStatistics:
         """Claim up to ``limit`` due deliveries, handle them, record the outcomes.
@@ -142,29 +155,43 @@ class Dispatcher:
         if decision.action is NoticeAction.DEFER:
             return Outcome(notice, OutcomeKind.DEFERRED, self.now(), decision.reason,
                            decision.until)
+        now = self.now()
+        if (notice.lease_expires_at is not None
+                and now + timedelta(seconds=self.send_timeout) >= notice.lease_expires_at):
+            return Outcome(notice, OutcomeKind.DEFERRED, now,
+                           "released unsent: the claim's lease would end before a send could "
+                           "finish", now)
         channel = self.channels.get(notice.channel)
         try:
             if channel is None:
                 raise DeliveryFailed(f"no channel {notice.channel!r} in this dispatcher",
                                      retryable=False)
-            response = await channel.send(notice)
+            with anyio.fail_after(self.send_timeout):
+                response = await channel.send(notice)
         except DeliveryFailed as exc:
             return self._failed(notice, exc)
+        except TimeoutError:
+            return self._failed(notice, DeliveryFailed(
+                f"the send took longer than {self.send_timeout:g} s in all", retryable=True))
+        except Exception as exc:  # a channel bug must not stop the pass or the supervisor
+            log.exception("delivery %s: channel %s raised", notice.delivery_id, notice.channel)
+            return self._failed(notice, DeliveryFailed(
+                f"channel error {type(exc).__name__}: {exc}", retryable=True))
         return Outcome(notice, OutcomeKind.DELIVERED, self.now(), response,
                        status_code=_status_of(response))
 
     def _failed(self, notice: Notice, exc: DeliveryFailed) -> Outcome:
         now = self.now()
-        code = _status_of(str(exc).removeprefix("HTTP "))
+        code = exc.status_code
         if not exc.retryable or notice.attempt >= self.max_attempts:
             why = "permanent failure" if not exc.retryable else f"{notice.attempt} attempts"
             log.warning("delivery %s dead (%s): %s", notice.delivery_id, why, exc)
             return Outcome(notice, OutcomeKind.DEAD, now, f"{why}: {exc}", status_code=code)
         delay = backoff_seconds(notice.attempt, base=self.base, cap=self.cap)
-        if exc.retry_after is not None:
-            delay = max(delay, exc.retry_after)
+        if exc.retry_after is not None:  # a receiver may ask for more, never for years:
+            delay = max(delay, min(exc.retry_after, self.max_age.total_seconds() + 1))
         retry_at = now + timedelta(seconds=delay)
-        if notice.created_at is not None and retry_at > notice.created_at + self.max_age:
+        if notice.queued_at is not None and retry_at > notice.queued_at + self.max_age:
             return Outcome(notice, OutcomeKind.DEAD, now,
                            f"older than max_age {self.max_age} at the next try: {exc}",
                            status_code=code)

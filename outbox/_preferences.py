@@ -80,7 +80,10 @@ def quiet_hours_end(prefs: Preferences, now: datetime) -> datetime | None:
 
     The end is the next local ``quiet_end`` wall time; if that wall time does not exist
     that day (spring forward) it is the first instant after the gap; if it occurs twice
-    (fall back), its first instant.
+    (fall back), its first instant: quiet hours end once, so when the clock reads a
+    quiet wall time again in the repeated hour after that instant, it is not quiet
+    (``None``), as a calendar occurrence fires once per repeated wall time (DESIGN
+    "Calendar triggers").
     """
     start, end = prefs.quiet_start, prefs.quiet_end
     if start is None or end is None or start == end:
@@ -97,4 +100,5 @@ def quiet_hours_end(prefs: Preferences, now: datetime) -> datetime | None:
     if wall.kind is WallKind.GAP:
         assert wall.gap_end is not None
         return wall.gap_end
-    return wall.instants[0]
+    ends = wall.instants[0]
+    return ends if ends > now else None

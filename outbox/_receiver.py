@@ -51,16 +51,24 @@ def verify(secrets: tuple[str, ...], headers: dict[str, str], body: bytes, now: 
         raise SignatureInvalid("missing Standard Webhooks headers")
     try:
         sent = datetime.fromtimestamp(int(stamp), UTC)
-    except ValueError as exc:
+    except (ValueError, OverflowError, OSError) as exc:
         raise SignatureInvalid("bad webhook-timestamp") from exc
     if abs(now - sent) > tolerance:
         raise SignatureInvalid("webhook-timestamp outside the tolerance")
-    text = body.decode()
-    offered = [part.split(",", 1)[1] for part in signatures.split() if part.startswith("v1,")]
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as exc:
+        raise SignatureInvalid("the body is not UTF-8") from exc
+    offered = []
+    for part in signatures.split():
+        if part.startswith("v1,"):
+            try:
+                offered.append(base64.b64decode(part[3:], validate=True))
+            except ValueError:  # binascii.Error is a ValueError
+                continue
     for secret in secrets:
         expected = Webhook(secret).sign(msg_id, sent.replace(tzinfo=None), text).split(",", 1)[1]
-        if any(hmac.compare_digest(base64.b64decode(expected), base64.b64decode(o))
-               for o in offered):
+        if any(hmac.compare_digest(base64.b64decode(expected), o) for o in offered):
             return msg_id
     raise SignatureInvalid("no valid signature")
 
@@ -86,6 +94,10 @@ class Receiver:
         timeout_seconds: how long a "timeout" failure holds the request.
         seed: makes the failure draw reproducible.
         fail_first: answer the first N requests of every webhook-id with 503.
+
+    Any path is accepted. A request that fails verification is answered 401 (counted
+    in ``rejected``, its reason in ``last_rejection``); a webhook-id seen before is
+    answered 200 again (``{"duplicate": true}``) but processed once.
     """
 
     secrets: tuple[str, ...]
@@ -97,6 +109,7 @@ class Receiver:
     fail_first: int = 0
     seen: dict[str, Received] = field(default_factory=dict)
     rejected: int = 0
+    last_rejection: str = ""
     _random: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -122,7 +135,8 @@ class Receiver:
             msg_id = verify(self.secrets, headers, body, self.now())
         except SignatureInvalid as exc:
             self.rejected += 1
-            await _respond(send, 400, {"error": str(exc)})
+            self.last_rejection = str(exc)
+            await _respond(send, 401, {"error": str(exc)})
             return
         record = self.seen.setdefault(msg_id, Received())
         record.requests += 1
@@ -156,17 +170,30 @@ async def _respond(send: Callable[[Message], Any], status: int, body: dict[str, 
 
 @asynccontextmanager
 async def serve(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on ``host`` (a free port by default); yield its URL."""
+    """Serve ``app`` with uvicorn on ``host`` (a free port by default); yield its URL.
+
+    An exception raised in the ``async with`` body comes out as itself (not wrapped in
+    an exception group by the task group the server runs in).
+
+    Raises:
+        OSError: the port cannot be bound (in use, not permitted).
+        OverflowError: the port is outside 0-65535.
+    """
     listener = socket.create_server((host, port), backlog=512)  # bound before we yield:
     bound = listener.getsockname()[1]  # requests wait in the backlog until uvicorn accepts
     config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
     server = uvicorn.Server(config)
+    failure: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [listener])
             try:
                 yield f"http://{host}:{bound}/"
+            except Exception as exc:  # re-raised below, once the server has stopped
+                failure = exc
             finally:
                 server.should_exit = True
     finally:
         listener.close()
+    if failure is not None:
+        raise failure

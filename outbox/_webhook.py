@@ -7,8 +7,9 @@ separated, so a secret can be rotated without a gap), computed by the
 ``standardwebhooks`` package; plus ``idempotency-key`` (the delivery id again).
 
 Outcomes: 2xx is success; 408, 429 and 5xx and transport errors (refused, reset,
-timed out) are retryable, honouring ``Retry-After`` (seconds or an HTTP date); any
-other status is permanent.
+timed out, a malformed response) are retryable, honouring ``Retry-After`` (seconds or
+an HTTP date); any other status is permanent, redirects included (a signed notice is
+not resent to wherever a 3xx points: the endpoint's URL is to be fixed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from standardwebhooks import Webhook
 from ._channels import Notice
 from ._errors import DeliveryFailed
 
-__all__ = ["Endpoint", "WebhookChannel", "retry_after_seconds", "signed_headers"]
+__all__ = ["EVENT_TYPE", "Endpoint", "WebhookChannel", "retry_after_seconds", "signed_headers",
+           "webhook_body"]
 
 RETRYABLE = frozenset({408, 429})
 
@@ -62,7 +64,7 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -71,6 +73,18 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max((when - now).total_seconds(), 0.0)
+
+
+EVENT_TYPE = "report.committed"
+
+
+def webhook_body(notice: Notice) -> str:
+    """The JSON body of a notice, in the Standard Webhooks payload shape: ``type``,
+    ``timestamp`` (the report's commit instant, ISO 8601 UTC) and ``data`` (the delivery
+    id and the report reference). Compact, keys sorted: the bytes that are signed."""
+    data = {"delivery_id": notice.delivery_id, **notice.payload}
+    return json.dumps({"type": EVENT_TYPE, "timestamp": notice.payload.get("committed_at"),
+                       "data": data}, sort_keys=True, separators=(",", ":"))
 
 
 class WebhookChannel:
@@ -98,22 +112,41 @@ class WebhookChannel:
         if not endpoint.secrets:
             raise DeliveryFailed(f"webhook {notice.destination!r} has no active secret",
                                  retryable=False)
-        body = json.dumps({"delivery_id": notice.delivery_id, **notice.payload},
-                          sort_keys=True, separators=(",", ":"))
+        body = webhook_body(notice)
         headers = signed_headers(notice.delivery_id, body, endpoint.secrets, self.now())
         try:
-            response = await self.client.post(endpoint.url, content=body.encode(),
-                                              headers=headers, timeout=self.timeout)
+            async with self.client.stream("POST", endpoint.url, content=body.encode(),
+                                          headers=headers, timeout=self.timeout) as response:
+                status = response.status_code
+                summary = f"{status} {response.reason_phrase}".strip()
+                if 200 <= status < 300:
+                    return summary  # the body of a success is not read
+                excerpt = await _excerpt(response)
         except httpx.TimeoutException as exc:
-            raise DeliveryFailed(f"timed out after {self.timeout:g} s: {exc!r}",
-                                 retryable=True) from exc
-        except httpx.TransportError as exc:
-            raise DeliveryFailed(f"transport error: {exc!r}", retryable=True) from exc
-        summary = f"{response.status_code} {response.reason_phrase}".strip()
-        if 200 <= response.status_code < 300:
-            return summary
-        retryable = response.status_code in RETRYABLE or response.status_code >= 500
+            raise DeliveryFailed(f"{endpoint.url} timed out after {self.timeout:g} s "
+                                 f"({type(exc).__name__})", retryable=True) from exc
+        except httpx.HTTPError as exc:  # transport, protocol and decoding errors
+            raise DeliveryFailed(f"transport error posting to {endpoint.url}: "
+                                 f"{type(exc).__name__}: {exc}", retryable=True) from exc
+        if 300 <= status < 400:
+            raise DeliveryFailed(
+                f"HTTP {summary}: redirects are not followed (a signed notice is not resent "
+                f"to another host); set the endpoint's URL to "
+                f"{response.headers.get('location', 'the new location')}",
+                retryable=False, status_code=status)
+        retryable = status in RETRYABLE or status >= 500
         raise DeliveryFailed(
-            f"HTTP {summary}: {response.text[:200]}", retryable=retryable,
+            f"HTTP {summary}: {excerpt}", retryable=retryable, status_code=status,
             retry_after=retry_after_seconds(response.headers.get("retry-after"), self.now())
             if retryable else None)
+
+
+async def _excerpt(response: httpx.Response, limit: int = 2048) -> str:
+    """The first ``limit`` bytes of an error response's body, as text (never the whole
+    body: a hostile endpoint could send gigabytes)."""
+    data = b""
+    async for chunk in response.aiter_raw():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return data[:limit].decode("utf-8", "replace")[:200]

@@ -13,10 +13,12 @@ import contextlib
 import importlib
 import json
 import logging
+import os
 import shlex
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -75,7 +77,11 @@ out = Console()
 if not out.is_terminal:  # a pipe or a file: do not fold tables to 80 columns
     out = Console(width=140)
 err = Console(stderr=True)
+if not err.is_terminal:  # keep each message on one line for grep and scripts
+    err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
+
+DELIVERY_STATUSES = ("pending", "delivering", "delivered", "retrying", "dead", "suppressed")
 
 _EXIT = ((SpecError, 2), (NotFound, 3), (AuthError, 4), (Conflict, 5),
          (DatabaseUnavailable, 6), (EmbeddedPostgresError, 6), (WatchkeeperError, 1))
@@ -132,7 +138,16 @@ def _fail_input(exc: SpecError) -> typer.Exit:
 
 
 def _json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, default=_json_value) + "\n")
+
+
+def _json_value(value: Any) -> Any:
+    """Instants as ISO 8601 UTC ending in Z (as everywhere in the CLI's JSON)."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return format_utc(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return str(value)
 
 
 def _instant(text: str, option: str) -> datetime:
@@ -229,13 +244,18 @@ def users_list(tenant: Annotated[str | None, typer.Option()] = None,
 
 @app.command("status")
 def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Supervisors known to the database: heartbeat, status, clock offset."""
-    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
-        return [dict(r) for r in await db.fetch("supervisors_list")]
-    rows = _with_db(run)
+    """Supervisors (heartbeat, status, clock offset) and the outbox backlog."""
+    async def run(db: Database, _: Settings) -> dict[str, Any]:
+        return {"supervisors": [dict(r) for r in await db.fetch("supervisors_list")],
+                "deliveries": {r["status"]: r["count"]
+                               for r in await db.fetch("deliveries_summary")},
+                "oldest_due": min((r["oldest_due"] for r in await db.fetch("deliveries_summary")
+                                   if r["oldest_due"] is not None), default=None)}
+    state = _with_db(run)
     if as_json:
-        _json(rows)
+        _json(state)
         return
+    rows = state["supervisors"]
     if not rows:
         out.print("no supervisor has run against this database yet")
     now = datetime.now(UTC)
@@ -248,6 +268,14 @@ def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None
             status = f"unresponsive (no heartbeat for {age:.0f} s; was {status})"
         out.print(f"{r['supervisor_id']}: {status}, last heartbeat "
                   f"{format_utc(r['heartbeat_at'])}{offset}")
+    counts = state["deliveries"]
+    summary = ", ".join(f"{counts[k]} {k}" for k in DELIVERY_STATUSES if counts.get(k))
+    out.print(f"outbox: {summary or 'empty'}"
+              + (f"; oldest due since {format_utc(state['oldest_due'])}" if state["oldest_due"]
+                 else ""))
+    if counts.get("dead"):
+        out.print(f"[red]{counts['dead']} dead notice(s)[/]: watchkeeper deliveries --status dead;"
+                  " fix the destination, then watchkeeper redeliver ID --tenant T")
 
 
 @app.command("propose")
@@ -608,8 +636,10 @@ def tick_cmd(
         clock = SystemClock()
         report = await tick(db, clock, actor="cli-tick")
         done: dict[str, int] = {}
+        sent: dict[str, int] = {}
         if work:
-            worker = Worker(db, clock, catalog, worker_id="cli-tick",
+            name = f"cli-tick-{socket.gethostname()}-{os.getpid()}"
+            worker = Worker(db, clock, catalog, worker_id=name,
                             artifact_root=settings.home / "artifacts",
                             lease_seconds=settings.lease_seconds)
             while (outcome := await worker.run_once()) is not None:
@@ -618,14 +648,16 @@ def tick_cmd(
             config = SupervisorConfig(home=settings.home, **_outbox_config(settings))
             channels = default_channels(settings.home, store, clock,
                                         webhook_timeout=config.webhook_timeout)
-            dispatcher = make_dispatcher(config, store, channels, clock, "cli-tick")
+            dispatcher = make_dispatcher(config, store, channels, clock, name)
             try:
-                while (await dispatcher.dispatch_once()).claimed:
-                    pass
+                while (stats := await dispatcher.dispatch_once()).claimed:
+                    for kind in ("delivered", "retrying", "dead", "suppressed", "deferred"):
+                        sent[kind] = sent.get(kind, 0) + getattr(stats, kind)
             finally:
                 await close_channels(channels)
         return {"decisions": dict(report.decisions), "ranges": report.ranges,
-                "fenced_out": report.fenced_out, "tasks": done}
+                "fenced_out": report.fenced_out, "tasks": done,
+                "deliveries": {k: v for k, v in sent.items() if v}}
     _json(_with_db(run))
 
 
@@ -641,8 +673,9 @@ def webhooks_add(tenant: str, name: str, url: str) -> None:
 
 @webhooks_app.command("rotate")
 def webhooks_rotate(tenant: str, name: str,
-                    overlap: Annotated[float, typer.Option(help="Hours the old secret keeps "
-                                                                "signing.")] = 24.0) -> None:
+                    overlap: Annotated[float, typer.Option(
+                        min=0, max=720, help="Hours the old secret keeps signing (0-720).")] = 24.0,
+                    ) -> None:
     """Add a new secret; the old one signs too until the overlap ends."""
     async def run(db: Database, _: Settings) -> str:
         return await webhooks.rotate_secret(db, SystemClock(), tenant, name,
@@ -665,10 +698,13 @@ def webhooks_list(tenant: Annotated[str | None, typer.Option()] = None) -> None:
 
 
 @webhooks_app.command("remove")
-def webhooks_remove(tenant: str, name: str) -> None:
-    """Remove an endpoint and its secrets."""
+def webhooks_remove(tenant: str, name: str,
+                    force: Annotated[bool, typer.Option(
+                        help="Remove it even if definitions still deliver to it.")] = False,
+                    ) -> None:
+    """Remove an endpoint and its secrets (refused while a definition delivers to it)."""
     async def run(db: Database, _: Settings) -> None:
-        await webhooks.remove_endpoint(db, tenant, name)
+        await webhooks.remove_endpoint(db, tenant, name, force=force)
     _with_db(run)
     out.print(f"removed {tenant}/{name}")
 
@@ -676,16 +712,25 @@ def webhooks_remove(tenant: str, name: str) -> None:
 @prefs_app.command("set")
 def prefs_set(
     tenant: str, user: str,
-    channels: Annotated[str | None, typer.Option(help="Comma-separated enabled channels "
-                                                      "(default: all).")] = None,
+    channels: Annotated[str | None, typer.Option(
+        help="Comma-separated enabled channels; 'none' mutes every channel "
+             "(default: all).")] = None,
     min_importance: Annotated[str, typer.Option(help="low, normal or high.")] = "low",
     quiet: Annotated[str | None, typer.Option(help="Quiet hours HH:MM-HH:MM in the user's "
-                                                   "zone.")] = None,
+                                                   "zone (default: none).")] = None,
 ) -> None:
-    """Set a user's notification preferences (read at every delivery)."""
+    """Set a user's notification preferences, replacing all of them.
+
+    Options left out go back to their defaults. Read at every delivery; notices held
+    back by the old quiet hours are re-evaluated at once.
+    """
+    enabled: list[str] | None = None
+    if channels is not None and channels.strip() not in ("", "all"):
+        enabled = [] if channels.strip() == "none" else [
+            c.strip() for c in channels.split(",") if c.strip()]
     try:
         prefs = webhooks.PreferencesInput(
-            channels=None if channels is None else [c.strip() for c in channels.split(",") if c],
+            channels=enabled,
             min_importance=Importance(min_importance), quiet=webhooks.parse_quiet(quiet))
     except ValueError as exc:
         raise _fail_input(exc if isinstance(exc, SpecError) else SpecError(
@@ -699,17 +744,22 @@ def prefs_set(
 
 
 @prefs_app.command("show")
-def prefs_show(tenant: str, user: str) -> None:
+def prefs_show(tenant: str, user: str,
+               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """A user's notification preferences."""
     async def run(db: Database, _: Settings) -> Any:
         return await webhooks.get_preferences(db, tenant, user)
     row = _with_db(run)
+    if as_json:
+        _json(row)
+        return
     if row is None:
         out.print(f"{tenant}/{user}: no preferences (every notice is delivered)")
         return
     quiet = (f"{row['quiet_start']:%H:%M}-{row['quiet_end']:%H:%M} {row['zone']}"
              if row["quiet_start"] else "none")
-    out.print(f"{tenant}/{user}: channels {row['channels'] or 'all'}, minimum importance "
+    channels = "all" if row["channels"] is None else ", ".join(row["channels"]) or "none (muted)"
+    out.print(f"{tenant}/{user}: channels {channels}, minimum importance "
               f"{row['min_importance']}, quiet hours {quiet}")
 
 
@@ -724,9 +774,13 @@ def deliveries_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List deliveries (newest first) with their status, attempts and last response."""
+    if status is not None and status not in DELIVERY_STATUSES:
+        raise _fail_input(SpecError("--status", f"{status!r} is not a delivery status.",
+                                    f"use one of {', '.join(DELIVERY_STATUSES)}."))
+
     async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
         rows = [dict(r) for r in await db.fetch("deliveries_list", tenant, status, task, limit)]
-        if attempts or as_json:
+        if attempts:
             for row in rows:
                 row["attempt_log"] = [dict(a) for a in await db.fetch(
                     "delivery_attempts_list", row["tenant_id"], row["delivery_id"])]
@@ -735,21 +789,35 @@ def deliveries_cmd(
     if as_json:
         _json(rows)
         return
+    if not rows:
+        err.print("no deliveries match")
     for r in rows:
+        state = f"{r['status']} after {r['attempts']} attempt(s)" + (
+            f", redelivered {r['redeliveries']}x" if r["redeliveries"] else "")
+        if r["status"] == "delivered":
+            state += f" at {_utc_text(r['delivered_at'])}: {r['response'] or ''}"
+        elif r["status"] in ("pending", "retrying"):
+            state += f"; next attempt {_utc_text(r['next_attempt_at'])}"
+        if r["status"] != "delivered" and (r["last_error"] or r["status_reason"]):
+            state += f"; {r['last_error'] or r['status_reason']}"
         out.print(f"{r['delivery_id']}  {r['tenant_id']} task {r['task_id']} "
-                  f"{r['channel']}:{r['destination'] or '-'}  {r['status']} after "
-                  f"{r['attempts']} attempt(s)"
-                  + (f", redelivered {r['redeliveries']}x" if r["redeliveries"] else "")
-                  + (f"  {r['response_status'] or ''} {r['last_error'] or r['status_reason'] or ''}"
-                     if r["status"] != "delivered" else ""), soft_wrap=True)
+                  f"{r['channel']}:{r['destination'] or '-'}  {state}", soft_wrap=True)
         for a in r.get("attempt_log", []):
-            out.print(f"    #{a['attempt']} {a['outcome']} {a['response_status'] or ''} "
-                      f"{a['detail'][:120]}", soft_wrap=True)
+            number = f"#{a['attempt']}" if a["outcome"] not in ("deferred", "suppressed") else "--"
+            code = a["response_status"]
+            detail = a["detail"] if code is None or a["detail"].startswith(str(code)) \
+                else f"HTTP {code}: {a['detail']}"
+            out.print(f"    {number:>3} {_utc_text(a['finished_at'])} {a['outcome']:<10} "
+                      f"{detail[:160]}", soft_wrap=True)
+
+
+def _utc_text(value: datetime | None) -> str:
+    return "-" if value is None else format_utc(value)
 
 
 @app.command("redeliver")
 def redeliver_cmd(delivery_id: str, tenant: Annotated[str, typer.Option()]) -> None:
-    """Re-queue a dead (or delivered) notice under the same delivery id."""
+    """Re-queue a dead, delivered or suppressed notice under the same delivery id."""
     async def run(db: Database, _: Settings) -> None:
         await webhooks.redeliver(db, SystemClock(), tenant, delivery_id, "operator")
     _with_db(run)
@@ -758,8 +826,9 @@ def redeliver_cmd(delivery_id: str, tenant: Annotated[str, typer.Option()]) -> N
 
 @app.command("receiver")
 def receiver_cmd(
-    secret: Annotated[list[str], typer.Option(help="Accepted signing secret(s).")],
-    port: Annotated[int, typer.Option()] = 8099,
+    secret: Annotated[list[str], typer.Option(
+        help="Accepted signing secret (whsec_...); repeat the option to accept several.")],
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8099,
 ) -> None:
     """A local webhook receiver: verifies signatures, prints each notice once.
 
@@ -767,21 +836,41 @@ def receiver_cmd(
     """
     from outbox import Receiver, serve
 
+    for value in secret:
+        try:
+            webhooks.check_secret(value)
+        except SpecError as exc:
+            raise _fail_input(exc) from exc
     receiver = Receiver(tuple(secret))
 
     async def main() -> None:
         async with serve(receiver, port=port) as url:
-            err.print(f"listening on {url}; Ctrl-C to stop")
-            seen: set[str] = set()
+            err.print(f"listening on {url} (any path); Ctrl-C to stop")
+            printed: set[str] = set()
+            answered: dict[str, int] = {}
+            rejected = 0
             while True:
                 await anyio.sleep(0.5)
-                for msg_id, record in receiver.seen.items():
-                    if record.payload is not None and msg_id not in seen:
-                        seen.add(msg_id)
+                for msg_id, record in list(receiver.seen.items()):
+                    if record.payload is not None and msg_id not in printed:
+                        printed.add(msg_id)
                         _json(record.payload)
+                    elif record.answered_ok > answered.get(msg_id, 1) and msg_id in printed:
+                        err.print(f"webhook-id {msg_id} arrived again (request "
+                                  f"{record.requests}): acknowledged, not processed twice")
+                    answered[msg_id] = max(record.answered_ok, 1)
+                if receiver.rejected > rejected:
+                    err.print(f"[red]rejected[/] {receiver.rejected - rejected} request(s) "
+                              f"with 401: {receiver.last_rejection}")
+                    rejected = receiver.rejected
 
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         anyio.run(main)
+    except KeyboardInterrupt:
+        pass
+    except (OSError, OverflowError) as exc:
+        raise _fail_input(SpecError("--port", f"cannot listen on 127.0.0.1:{port} ({exc}).",
+                                    "choose a free port, e.g. --port 8199.")) from exc
 
 
 @db_app.command("migrate")

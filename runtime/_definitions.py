@@ -29,6 +29,7 @@ from ._clock import Clock
 from ._db import Connection, Database
 from ._errors import AuthError, Conflict, NotFound
 from ._specs import spec_from_row
+from ._webhooks import check_destinations
 
 __all__ = [
     "OPERATOR",
@@ -157,7 +158,8 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
             exists, and it must be the latest revision (optimistic concurrency).
 
     Raises:
-        SpecError: invalid ids.
+        SpecError: invalid ids, or a webhook destination that names no endpoint of the
+            tenant (``delivery.<i>.destination``).
         NotFound: the owner user does not exist.
         Conflict: ``based_on`` is stale or missing, the owner differs, the definition
             is cancelled, or the id belongs to an operator-registered definition.
@@ -177,6 +179,7 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
             row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
             assert row is not None
         _check_proposal(row, owner_user_id, based_on)
+        await check_destinations(tx, tenant_id, spec.delivery)
         revision = row["latest_revision"] + 1
         descriptive = await _effective_hash(tx, row) == spec.spec_hash
         confirmer = await _confirmer(tx, row) if descriptive else None
@@ -250,6 +253,8 @@ async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, defin
         Conflict: the hash differs from the proposal (you would confirm something you
             did not see), the revision is not the latest open proposal, the definition
             is cancelled, or the schedule has no occurrence after now.
+        SpecError: a webhook destination names no endpoint of the tenant (it may have
+            been removed since the proposal).
     """
     now = clock.now()
     tenant_id = principal.tenant_id
@@ -262,6 +267,7 @@ async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, defin
         rev = await tx.fetchrow("revision_get", tenant_id, definition_id, revision)
         _check_confirmable(row, rev, revision, spec_hash)
         spec = spec_from_row(rev)
+        await check_destinations(tx, tenant_id, spec.delivery)
         window = spec.window(now - EPSILON, now - EPSILON)
         if window.next_slot is None:
             raise Conflict(f"revision {revision} has no occurrence after {now.isoformat()}; "

@@ -37,19 +37,20 @@ class PgDeliveryStore:
             p = by_task[(r["tenant_id"], r["task_id"])]
             notices.append(Notice(
                 r["tenant_id"], str(r["delivery_id"]), r["channel"], r["destination"],
-                r["attempts"], _payload(p), Importance(p["importance"]), r["created_at"],
-                _preferences(p)))
+                r["attempts"], _payload(p), Importance(p["importance"]), r["queued_at"],
+                _preferences(p), r["lease_token"], r["lease_expires_at"]))
         return notices
 
     async def record(self, owner: str, outcomes: Sequence[Outcome]) -> None:
-        """Write a pass's outcomes and its attempt log in one transaction."""
+        """Write a pass's outcomes and its attempt log in one transaction; an outcome
+        whose claim is no longer current (its lease expired and another dispatcher took
+        the row over) is dropped, attempt log included."""
         if not outcomes:
             return
         rows = [(o.notice.tenant_id, o.notice.delivery_id, o.kind.value, o.at, o.detail[:2000],
-                 o.next_at, o.status_code) for o in outcomes]
+                 o.next_at, o.status_code, o.notice.lease_token) for o in outcomes]
         async with self.db.transaction() as tx:
-            kept = await tx.fetch("deliveries_record", *[list(c) for c in zip(*rows, strict=True)],
-                                  owner)
+            kept = await tx.fetch("deliveries_record", *[list(c) for c in zip(*rows, strict=True)])
             mine = {(r["tenant_id"], str(r["delivery_id"])) for r in kept}
             log = [(o.notice.tenant_id, o.notice.delivery_id, o.notice.attempt, owner, o.at,
                     o.kind.value, o.status_code, o.detail[:2000]) for o in outcomes
@@ -76,6 +77,7 @@ def _payload(r: Mapping[str, Any]) -> dict[str, Any]:
     plain = {k: r[k] for k in ("tenant_id", "task_id", "definition_id", "binding_id", "slot",
                                "kind", "owner_user_id", "importance", "content_sha256",
                                "output_ref", "headline")}
+    plain["headline"] = (r["headline"] or "").lstrip("#").strip()
     plain["scheduled_for"] = format_utc(r["scheduled_for"])
     plain["committed_at"] = format_utc(r["committed_at"])
     plain["report_ref"] = f"report:{r['tenant_id']}/{r['task_id']}"

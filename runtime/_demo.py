@@ -158,7 +158,7 @@ async def _verify(db: Database, console: Console, definition_id: str, settings: 
             and len(e["deliveries"]) == 3 for e in tasks),
         "the receiver verified three signed notices, each webhook-id once": (
             receiver.processed == 3 and receiver.rejected == 0
-            and {r.payload["definition_id"] for r in receiver.seen.values() if r.payload}
+            and {r.payload["data"]["definition_id"] for r in receiver.seen.values() if r.payload}
             == {definition_id}),
     }
     console.rule("checks")

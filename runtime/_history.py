@@ -132,8 +132,12 @@ _STEPS = {
 def next_step(row: Mapping[str, Any]) -> str | None:
     """The one recommended next step for a history row, if it needs one."""
     deliveries = row.get("deliveries") or []
-    if any(d.get("status") == "dead" for d in deliveries):
-        return "a notification is dead; fix the destination, then redeliver it"
+    dead = [d for d in deliveries if d.get("status") == "dead"]
+    if dead:
+        first = dead[0]
+        why = f" ({str(first.get('last_error') or '')[:80]})" if first.get("last_error") else ""
+        return (f"the {first.get('channel')} notice is dead{why}; fix the destination, then: "
+                f"watchkeeper redeliver {first.get('delivery_id')} --tenant {row.get('tenant_id')}")
     status = row.get("task_status") or row.get("decision")
     template = _STEPS.get(str(status))
     if template is None:

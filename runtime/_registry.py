@@ -35,6 +35,7 @@ from ._clock import Clock
 from ._db import Connection, Database
 from ._definitions import EPSILON, record_replaced_span
 from ._errors import Conflict, NotFound
+from ._webhooks import check_destinations
 
 __all__ = ["Registry", "RunContext", "ScheduleDef", "register"]
 
@@ -208,6 +209,7 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
         Conflict: the id is used by a user-confirmed definition.
         Conflict: the definition has no occurrence after now.
         NotFound: a static binding's owner user does not exist.
+        SpecError: a static binding's webhook destination names no endpoint of its tenant.
     """
     now = clock.now()
     spec, digest = definition.spec(), definition.spec_hash()
@@ -215,6 +217,9 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
         if await tx.fetchval("definition_id_is_user", definition.id) is not None:
             raise Conflict(f"{definition.id!r} is already a user definition id")
         await _require_owners(tx, definition)
+        for index, binding in enumerate(definition.static_bindings or ()):
+            await check_destinations(tx, binding.tenant_id, binding.delivery,
+                                     f"{definition.id}.bindings.{index}.delivery")
         row = await tx.fetchrow("definition_lock", OPERATOR_TENANT, definition.id)
         if row is None:
             await tx.execute("tenant_ensure", OPERATOR_TENANT, now)

@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     tick_seconds: float = Field(default=1.0, gt=0)
     delivery_max_attempts: int = Field(default=8, ge=1, le=100)
     delivery_max_age: float = Field(default=86400.0, gt=0)
-    webhook_timeout: float = Field(default=10.0, gt=0, le=300)
+    webhook_timeout: float = Field(default=10.0, gt=0, le=30)
 
     @property
     def min_interval_delta(self) -> timedelta:

@@ -210,7 +210,11 @@ async def test_webhook_outbox_from_the_command_line(db: Database, db_dsn: str,
         await cli("tick", dsn=db_dsn, home=tmp_path)
         (delivery_id,) = receiver.seen
         assert receiver.seen[delivery_id].payload is not None
-        assert receiver.seen[delivery_id].payload["definition_id"] == "hooked"
+        body = receiver.seen[delivery_id].payload
+        assert body is not None and body["type"] == "report.committed"
+        assert (body["data"]["definition_id"], body["data"]["delivery_id"]) == ("hooked",
+                                                                               delivery_id)
+        assert body["timestamp"] == body["data"]["committed_at"]
         _, out, _ = await cli("deliveries", "--tenant", "acme", "--json", dsn=db_dsn,
                               home=tmp_path)
         (row,) = json.loads(out)
@@ -237,3 +241,25 @@ async def test_webhook_outbox_from_the_command_line(db: Database, db_dsn: str,
         code, _, err = await cli("redeliver", "00000000-0000-0000-0000-000000000000",
                                  "--tenant", "acme", dsn=db_dsn, home=tmp_path, check=False)
         assert code == 3
+
+
+async def test_outbox_commands_refuse_bad_input_with_exit_2(db: Database, db_dsn: str,
+                                                            tmp_path: Path) -> None:
+    """A port in use, a port out of range, a secret that is not one, an unknown status:
+    exit 2 with the option named, no traceback; status reports the outbox backlog."""
+    import socket
+
+    busy = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = str(busy.getsockname()[1])
+        secret = "whsec_" + "a" * 43 + "="
+        for args, option in [(["receiver", "--secret", secret, "--port", port], "--port"),
+                             (["receiver", "--secret", secret, "--port", "99999"], "--port"),
+                             (["receiver", "--secret", "notasecret"], "--secret"),
+                             (["deliveries", "--status", "bogus"], "--status")]:
+            code, _, err = await cli(*args, dsn=db_dsn, home=tmp_path, check=False)
+            assert code == 2 and option in err and "Traceback" not in err, (args, err)
+    finally:
+        busy.close()
+    _, out, _ = await cli("status", "--json", dsn=db_dsn, home=tmp_path)
+    assert json.loads(out) == {"supervisors": [], "deliveries": {}, "oldest_due": None}

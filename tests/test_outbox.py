@@ -18,9 +18,11 @@ from _helpers import confirmed, owner, utc
 from _pgproxy import Fault, PgProxy
 
 from outbox import (
+    DeliveryFailed,
     Dispatcher,
     FileChannel,
     LogChannel,
+    Notice,
     Receiver,
     SignatureInvalid,
     WebhookChannel,
@@ -31,15 +33,24 @@ from outbox import (
 from runtime._agents import AgentCatalog, AgentContext, AgentResult
 from runtime._clock import FakeClock
 from runtime._db import Database
-from runtime._definitions import UserPrincipal
+from runtime._definitions import UserPrincipal, propose
 from runtime._deliveries import PgDeliveryStore
-from runtime._errors import DatabaseUnavailable
+from runtime._errors import Conflict, DatabaseUnavailable, NotFound
 from runtime._history import HistoryQuery, history
 from runtime._manual import trigger_now
 from runtime._render import history_lines
-from runtime._webhooks import PreferencesInput, add_endpoint, redeliver, rotate_secret, set_preferences
+from runtime._webhooks import (
+    PreferencesInput,
+    add_endpoint,
+    get_preferences,
+    parse_quiet,
+    redeliver,
+    remove_endpoint,
+    rotate_secret,
+    set_preferences,
+)
 from runtime._worker import Worker
-from triggers import Importance
+from triggers import Importance, SpecError, parse_spec
 
 pytestmark = pytest.mark.anyio
 
@@ -195,7 +206,8 @@ async def test_a_relay_never_sees_an_uncommitted_report(world: World, db_dsn: st
         await tx.start()
         await writer.execute(
             "INSERT INTO deliveries (tenant_id, delivery_id, task_id, channel, destination, "
-            "status, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6)",
+            "status, next_attempt_at, created_at, queued_at) "
+            "VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6, $6)",
             row["tenant_id"], row["delivery_id"], row["task_id"], row["channel"],
             row["destination"], world.clock.now())
         dispatcher = world.dispatcher()
@@ -220,7 +232,7 @@ async def test_a_tampered_body_fails_verification(world: World) -> None:
         verify((world.secret,), headers, tampered.encode(), world.clock.now())
     async with httpx.AsyncClient() as client:
         response = await client.post(world.url, content=tampered, headers=headers)
-    assert response.status_code == 400 and world.receiver.rejected == 1
+    assert response.status_code == 401 and world.receiver.rejected == 1
     assert world.receiver.seen == {}
 
 
@@ -345,3 +357,253 @@ async def test_quiet_hours_across_a_dst_change(db: Database, tmp_path: Path) -> 
     assert (await dispatcher.dispatch_once()).claimed == 0
     clock.set_wall(utc("2026-03-29T05:00:00Z"))
     assert (await dispatcher.dispatch_once()).delivered == 1
+
+
+# ---------------------------------------------------------------- claims, leases, failures
+
+
+class Scripted:
+    """A channel that records each send and then does what ``script`` says for it:
+    return a summary, raise, advance the fake clock, or wait for a gate."""
+
+    def __init__(self, name: str, sends: list[tuple[str, str]], *, error: Exception | None = None,
+                 advance: tuple[FakeClock, float] | None = None) -> None:
+        self.name, self.sends, self.error, self.advance = name, sends, error, advance
+        self.started, self.gate = anyio.Event(), anyio.Event()
+        self.gated = False
+
+    async def send(self, notice: Notice) -> str:
+        self.sends.append((self.name, notice.delivery_id))
+        self.started.set()
+        if self.gated:
+            await self.gate.wait()
+        if self.advance is not None:
+            clock, seconds = self.advance
+            clock.advance(seconds)
+        if self.error is not None:
+            raise self.error
+        return "200 OK"
+
+
+async def test_a_stalled_pass_records_nothing_over_the_current_claim(world: World) -> None:
+    """Two passes with the SAME owner name (two `watchkeeper tick` runs): A claims the row
+    and stalls past its lease; B takes it over and delivers it; A's late 410 is dropped
+    because its lease token is no longer current. The row ends delivered."""
+    await world.reports(1, delivery=[{"channel": "log"}])
+    store = PgDeliveryStore(world.db, world.clock)
+    sends: list[tuple[str, str]] = []
+    stalled = Scripted("A", sends, error=DeliveryFailed("HTTP 410 Gone", retryable=False))
+    stalled.gated = True
+    first = Dispatcher(store, {"log": stalled}, now=world.clock.now, owner="cli-tick")
+    second = Dispatcher(store, {"log": Scripted("B", sends)}, now=world.clock.now,
+                        owner="cli-tick")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.dispatch_once)
+        await stalled.started.wait()
+        world.clock.advance(61)  # A's lease (60 s) is over
+        assert (await second.dispatch_once()).delivered == 1
+        stalled.gate.set()
+    assert [who for who, _ in sends] == ["A", "B"]
+    assert list((await world.statuses()).values()) == [("delivered", 2)]
+    log = await world.db.pool.fetch("SELECT attempt, outcome FROM delivery_attempts")
+    assert [tuple(r) for r in log] == [(2, "delivered")]
+
+
+async def test_no_send_starts_that_could_outlive_the_lease(world: World) -> None:
+    """One pass claims 3 rows (lease 60 s, send timeout 30 s, one at a time); the first
+    send takes 35 s, so the other two are released unsent (not an attempt) instead of
+    being sent while another dispatcher may take them over; the next pass sends them."""
+    await world.reports(3, delivery=[{"channel": "log"}])
+    store = PgDeliveryStore(world.db, world.clock)
+    sends: list[tuple[str, str]] = []
+    slow = Scripted("slow", sends, advance=(world.clock, 35.0))
+    dispatcher = Dispatcher(store, {"log": slow}, now=world.clock.now, owner="a",
+                            concurrency=1, lease_seconds=60, send_timeout=30)
+    stats = await dispatcher.dispatch_once()
+    assert (stats.claimed, stats.delivered, stats.deferred) == (3, 1, 2)
+    assert len(sends) == 1
+    states = sorted((await world.statuses()).values())
+    assert states == [("delivered", 1), ("pending", 0), ("pending", 0)]
+    reasons = await world.db.pool.fetch("SELECT detail FROM delivery_attempts WHERE outcome = 'deferred'")
+    assert all("released unsent" in r["detail"] for r in reasons) and len(reasons) == 2
+    fast = Dispatcher(store, {"log": Scripted("fast", sends)}, now=world.clock.now, owner="b")
+    assert (await fast.dispatch_once()).delivered == 2
+    assert sorted((await world.statuses()).values()) == [("delivered", 1)] * 3
+
+
+async def test_a_send_is_cut_at_the_send_timeout(world: World) -> None:
+    """A channel that never returns is abandoned after send_timeout (a real 50 ms: the
+    bound is on real I/O) and retried; the pass goes on."""
+    await world.reports(1, delivery=[{"channel": "log"}])
+    sends: list[tuple[str, str]] = []
+    hanging = Scripted("hang", sends)
+    hanging.gated = True  # never opened
+    dispatcher = Dispatcher(PgDeliveryStore(world.db, world.clock), {"log": hanging},
+                            now=world.clock.now, owner="a", send_timeout=0.05)
+    assert (await dispatcher.dispatch_once()).retrying == 1
+    row = await world.db.pool.fetchrow("SELECT status, last_error FROM deliveries")
+    assert row["status"] == "retrying" and "longer than 0.05 s" in row["last_error"]
+
+
+async def test_a_huge_retry_after_is_dead_and_the_rest_of_the_pass_is_recorded(
+        world: World) -> None:
+    """Retry-After: 10^12 s cannot overflow the pass: the notice is dead (it would be
+    older than max_age), and the other notice of the same pass is recorded delivered."""
+    await world.reports(1, delivery=[{"channel": "webhook", "destination": "hook"},
+                                     {"channel": "log"}])
+    sends: list[tuple[str, str]] = []
+    hostile = Scripted("hostile", sends, error=DeliveryFailed(
+        "HTTP 503", retryable=True, retry_after=1e12, status_code=503))
+    dispatcher = Dispatcher(PgDeliveryStore(world.db, world.clock),
+                            {"webhook": hostile, "log": LogChannel()}, now=world.clock.now,
+                            owner="a")
+    stats = await dispatcher.dispatch_once()
+    assert (stats.delivered, stats.dead) == (1, 1)
+    rows = await world.db.pool.fetch(
+        "SELECT channel, status, response_status, last_error FROM deliveries ORDER BY channel")
+    assert [(r["channel"], r["status"], r["response_status"]) for r in rows] == [
+        ("log", "delivered", None), ("webhook", "dead", 503)]
+    assert "older than max_age" in rows[1]["last_error"]
+
+
+async def test_a_channel_bug_is_retried_not_fatal(world: World) -> None:
+    """A channel raising something other than DeliveryFailed is a retryable failure with
+    the error recorded; dispatch_once does not raise."""
+    await world.reports(1, delivery=[{"channel": "log"}])
+    buggy = Scripted("bug", [], error=KeyError("oops"))
+    dispatcher = Dispatcher(PgDeliveryStore(world.db, world.clock), {"log": buggy},
+                            now=world.clock.now, owner="a")
+    assert (await dispatcher.dispatch_once()).retrying == 1
+    assert "KeyError" in await world.db.pool.fetchval("SELECT last_error FROM deliveries")
+
+
+async def test_a_redelivery_starts_a_fresh_age_and_clears_the_old_outcome(world: World) -> None:
+    """Delivered, then redelivered 25 h later: the old delivered_at/response are gone and
+    a transient failure is retried (max_age counts from the redelivery), not dead."""
+    await world.reports(1)
+    await world.drain(world.dispatcher())
+    ((delivery_id, _),) = (await world.statuses()).items()
+    world.clock.advance(25 * 3600)
+    await redeliver(world.db, world.clock, "acme", delivery_id, "operator")
+    row = await world.db.pool.fetchrow("SELECT delivered_at, response, response_status "
+                                       "FROM deliveries")
+    assert tuple(row) == (None, None, None)
+    world.receiver.fail_first = 2  # this id already had 1 request: the 2nd gets a 503
+    await world.dispatcher().dispatch_once()
+    row = await world.db.pool.fetchrow("SELECT status, attempts, response_status FROM deliveries")
+    assert tuple(row) == ("retrying", 1, 503)
+
+
+async def test_response_status_is_the_last_attempts(world: World) -> None:
+    """A 503 and then a transport error: the row shows no HTTP status, not the old 503."""
+    await world.reports(1, delivery=[{"channel": "log"}])
+    sends: list[tuple[str, str]] = []
+    store = PgDeliveryStore(world.db, world.clock)
+    for error in (DeliveryFailed("HTTP 503", retryable=True, status_code=503),
+                  DeliveryFailed("transport error: refused", retryable=True)):
+        dispatcher = Dispatcher(store, {"log": Scripted("x", sends, error=error)},
+                                now=world.clock.now, owner="a", base=0.001, cap=0.001)
+        await dispatcher.dispatch_once()
+        world.clock.advance(1)
+    row = await world.db.pool.fetchrow("SELECT attempts, response_status, last_error FROM deliveries")
+    assert (row["attempts"], row["response_status"]) == (2, None)
+    assert "refused" in row["last_error"]
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [(lambda db, clock: redeliver(db, clock, "acme", "not-a-uuid", "op"), "delivery_id"),
+     (lambda db, clock: rotate_secret(db, clock, "acme", "hook", overlap=timedelta(hours=-5)),
+      "--overlap"),
+     (lambda db, clock: add_endpoint(db, clock, "acme", "ops:main", "http://127.0.0.1:1/"),
+      "name"),
+     (lambda db, clock: set_preferences(db, clock, "acme", "alice", PreferencesInput(
+         quiet=parse_quiet("22:00+05:00-07:00"))), "quiet")],
+)
+async def test_bad_outbox_input_names_the_field_and_stores_nothing(
+        world: World, call: Any, field: str) -> None:
+    before = await world.db.pool.fetchval(
+        "SELECT count(*) FROM webhook_secrets") + await world.db.pool.fetchval(
+        "SELECT count(*) FROM notification_preferences")
+    with pytest.raises(SpecError) as caught:
+        await call(world.db, world.clock)
+    assert caught.value.field == field
+    after = await world.db.pool.fetchval(
+        "SELECT count(*) FROM webhook_secrets") + await world.db.pool.fetchval(
+        "SELECT count(*) FROM notification_preferences")
+    assert after == before
+
+
+async def test_a_spec_naming_no_endpoint_is_refused_at_proposal(world: World) -> None:
+    """A webhook destination must name one of the tenant's endpoints when proposed and
+    when confirmed: the error names the field and how to add it; nothing is stored."""
+    spec = parse_spec({"version": 1, "trigger": {"type": "interval", "every": 86400},
+                       "delivery": [{"channel": "log"},
+                                    {"channel": "webhook", "destination": "nosuch"}]})
+    with pytest.raises(SpecError) as caught:
+        await propose(world.db, world.clock, tenant_id="acme", definition_id="d9",
+                      owner_user_id="alice", spec=spec, proposed_by="agent:test")
+    assert caught.value.field == "delivery.1.destination"
+    assert "watchkeeper webhooks add acme nosuch" in str(caught.value)
+    assert await world.db.pool.fetchval("SELECT count(*) FROM definition_revisions") == 0
+
+
+async def test_an_endpoint_in_use_is_not_removed_without_force(world: World) -> None:
+    await world.reports(1)
+    with pytest.raises(Conflict, match="acme/d1"):
+        await remove_endpoint(world.db, "acme", "hook")
+    assert await world.db.pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 1
+    await remove_endpoint(world.db, "acme", "hook", force=True)
+    assert await world.db.pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
+
+
+async def test_new_preferences_release_notices_held_by_quiet_hours(world: World) -> None:
+    """Quiet hours hold a notice; the user clears them: the notice is due at once and
+    goes out on the next pass, not at the old quiet hours' end."""
+    now_local = world.clock.now()
+    start = (now_local - timedelta(hours=1)).time().replace(second=0, microsecond=0)
+    end = (now_local + timedelta(hours=2)).time().replace(second=0, microsecond=0)
+    await set_preferences(world.db, world.clock, "acme", "alice",
+                          PreferencesInput(quiet=(start, end)))
+    await world.reports(1)
+    dispatcher = world.dispatcher()
+    assert (await dispatcher.dispatch_once()).deferred == 1
+    held_until = await world.db.pool.fetchval("SELECT next_attempt_at FROM deliveries")
+    assert held_until > world.clock.now() + timedelta(minutes=100)
+    await set_preferences(world.db, world.clock, "acme", "alice", PreferencesInput())
+    assert (await dispatcher.dispatch_once()).delivered == 1
+    assert world.receiver.processed == 1
+
+
+async def test_preferences_of_an_unknown_user_are_not_found(world: World) -> None:
+    with pytest.raises(NotFound):
+        await get_preferences(world.db, "acme", "nobody")
+
+
+@pytest.mark.parametrize(
+    ("url", "stored"),
+    [("HTTPS://EXAMPLE.COM/h", "https://example.com/h"),
+     ("https://exa mple.com", None), ("http://127.0.0.1:99999/x", None),
+     ("ftp://example.com/h", None), ("example.com/h", None)],
+)
+async def test_endpoint_urls_are_validated_and_normalised(world: World, url: str,
+                                                          stored: str | None) -> None:
+    if stored is None:
+        with pytest.raises(SpecError) as caught:
+            await add_endpoint(world.db, world.clock, "acme", "other", url)
+        assert caught.value.field == "url"
+        assert await world.db.pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 1
+    else:
+        await add_endpoint(world.db, world.clock, "acme", "other", url)
+        assert await world.db.pool.fetchval(
+            "SELECT url FROM webhook_endpoints WHERE name = 'other'") == stored
+
+
+async def test_history_says_how_to_redeliver_a_dead_notice(world: World) -> None:
+    world.receiver.fail_share, world.receiver.failures = 1.0, ("500",)
+    await world.reports(1)
+    await world.drain(world.dispatcher(max_attempts=1))
+    ((delivery_id, _),) = (await world.statuses()).items()
+    page = await history(world.db, HistoryQuery(tenant_id="acme", definition_id="d1"))
+    assert page.entries[0].next_step is not None
+    assert f"watchkeeper redeliver {delivery_id} --tenant acme" in page.entries[0].next_step

@@ -70,6 +70,7 @@ from ._spec import OutputPromise as OutputPromise
 from ._spec import Spec as Spec
 from ._spec import SpecV1 as SpecV1
 from ._spec import canonical_json as canonical_json
+from ._spec import check_endpoint_name as check_endpoint_name
 from ._spec import parse_spec as parse_spec
 from ._values import Importance as Importance
 from ._zones import WallKind as WallKind
@@ -90,6 +91,7 @@ __all__ = [
     "NonAdvancingScheduleError", "SpecError", "TriggerError", "PreviewItem", "preview", "Slot",
     "SlotSkip", "cron_slot_key", "format_utc", "utc_slot_key", "DEFAULT_MIN_INTERVAL",
     "AgentSpec", "AtTrigger", "CronTrigger", "Delivery", "Ends", "IntervalTrigger", "Lateness",
-    "Limits", "OutputPromise", "Spec", "SpecV1", "canonical_json", "parse_spec", "WallKind",
+    "Limits", "OutputPromise", "Spec", "SpecV1", "canonical_json", "check_endpoint_name",
+    "parse_spec", "WallKind",
     "WallTime", "classify_wall", "Importance", "load_zone", "require_aware", "tzdata_version",
 ]

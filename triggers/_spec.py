@@ -306,6 +306,24 @@ def inside_path(value: str, field: str) -> str:
     return value
 
 
+_ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_endpoint_name(value: str, field: str) -> str:
+    """Return ``value`` if it can name a webhook endpoint: 1-64 letters, digits, ``.``,
+    ``_`` or ``-``, starting with a letter or digit (the same rule for
+    ``watchkeeper webhooks add`` and a spec's webhook destination).
+
+    Raises:
+        SpecError: naming ``field``.
+    """
+    if not isinstance(value, str) or not _ENDPOINT_NAME.fullmatch(value):
+        raise SpecError(field, f"{value!r} is not a webhook endpoint name.",
+                        "use 1-64 letters, digits, '.', '_' or '-', starting with a letter "
+                        "or digit, e.g. 'ops-hook'.")
+    return value
+
+
 class Delivery(_Model):
     """One notification destination for the committed report: ``log``; ``file`` with a
     relative path (written under WATCHKEEPER_HOME/notices/<tenant>/); or ``webhook`` with
@@ -317,7 +335,7 @@ class Delivery(_Model):
     @pydantic.model_validator(mode="after")
     def _destination(self) -> Delivery:
         if self.channel == "webhook":
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", self.destination):
+            if not _ENDPOINT_NAME.fullmatch(self.destination):
                 raise SpecError("delivery.destination",
                                 f"{self.destination!r} is not a webhook endpoint name.",
                                 "name an endpoint added with 'watchkeeper webhooks add', "

@@ -397,8 +397,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 
 -- name: deliveries_insert
 INSERT INTO deliveries (tenant_id, delivery_id, task_id, channel, destination, status,
-                        next_attempt_at, created_at)
-SELECT $1, i.delivery_id, $2, i.channel, i.destination, 'pending', $3, $3
+                        next_attempt_at, created_at, queued_at)
+SELECT $1, i.delivery_id, $2, i.channel, i.destination, 'pending', $3, $3, $3
 FROM unnest($4::uuid[], $5::text[], $6::text[]) AS i (delivery_id, channel, destination)
 ON CONFLICT DO NOTHING;
 
@@ -458,11 +458,11 @@ WITH c AS (
 )
 UPDATE deliveries d
 SET status = 'delivering', attempts = d.attempts + 1, lease_owner = $3,
-    lease_expires_at = $1 + make_interval(secs => $4)
+    lease_expires_at = $1 + make_interval(secs => $4), lease_token = nextval('lease_tokens')
 FROM c
 WHERE d.tenant_id = c.tenant_id AND d.delivery_id = c.delivery_id
 RETURNING d.tenant_id, d.delivery_id, d.task_id, d.channel, d.destination, d.attempts,
-          d.created_at;
+          d.queued_at, d.lease_token, d.lease_expires_at;
 
 -- name: delivery_payloads
 -- The notice body (a reference to the committed report) and, read now, the recipient's
@@ -481,8 +481,9 @@ LEFT JOIN notification_preferences p
   ON p.tenant_id = t.tenant_id AND p.user_id = t.owner_user_id;
 
 -- name: deliveries_record
--- One pass's outcomes, only for rows this dispatcher still holds. A deferral (quiet
--- hours) or a suppression is not an attempt.
+-- One pass's outcomes, only for rows whose claim (lease token) is still current: a pass
+-- whose lease expired and was taken over records nothing. A deferral (quiet hours, or a
+-- notice released unsent) or a suppression is not an attempt.
 UPDATE deliveries d
 SET status = CASE i.kind WHEN 'deferred' THEN 'pending' ELSE i.kind END,
     attempts = CASE WHEN i.kind IN ('deferred', 'suppressed') THEN d.attempts - 1
@@ -491,17 +492,18 @@ SET status = CASE i.kind WHEN 'deferred' THEN 'pending' ELSE i.kind END,
     delivered_at = CASE WHEN i.kind = 'delivered' THEN i.at ELSE d.delivered_at END,
     dead_at = CASE WHEN i.kind = 'dead' THEN i.at ELSE d.dead_at END,
     response = CASE WHEN i.kind = 'delivered' THEN i.detail ELSE d.response END,
-    response_status = coalesce(i.status_code, d.response_status),
+    response_status = i.status_code,
     last_error = CASE WHEN i.kind IN ('retrying', 'dead') THEN i.detail
                       WHEN i.kind = 'delivered' THEN NULL ELSE d.last_error END,
     status_reason = CASE WHEN i.kind IN ('suppressed', 'deferred') THEN i.detail
                          ELSE d.status_reason END,
-    lease_owner = NULL, lease_expires_at = NULL
+    lease_owner = NULL, lease_expires_at = NULL, lease_token = NULL
 FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::text[],
-            $6::timestamptz[], $7::integer[])
-     AS i (tenant_id, delivery_id, kind, at, detail, next_at, status_code)
+            $6::timestamptz[], $7::integer[], $8::bigint[])
+     AS i (tenant_id, delivery_id, kind, at, detail, next_at, status_code, lease_token)
 WHERE d.tenant_id = i.tenant_id AND d.delivery_id = i.delivery_id
-  AND d.delivery_id = ANY($2::uuid[]) AND d.lease_owner = $8 AND d.status = 'delivering'
+  AND d.delivery_id = ANY($2::uuid[]) AND d.lease_token = i.lease_token
+  AND d.status = 'delivering'
 RETURNING d.tenant_id, d.delivery_id;
 
 -- name: delivery_attempts_insert
@@ -535,6 +537,38 @@ WHERE tenant_id = $1 AND endpoint = $2 AND (expires_at IS NULL OR expires_at > $
 -- name: webhook_endpoint_delete
 DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND name = $2 RETURNING name;
 
+-- name: webhook_endpoints_existing
+-- Which of the names $2 are endpoints of tenant $1.
+SELECT name FROM webhook_endpoints WHERE tenant_id = $1 AND name = ANY($2::text[]);
+
+-- name: webhook_endpoint_users
+-- Active or paused definitions whose effective revision delivers to endpoint $2 of
+-- tenant $1: the user's own spec, or a static operator binding for that tenant.
+SELECT d.tenant_id, d.definition_id
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+WHERE d.status IN ('active', 'paused')
+  AND ((d.tenant_id = $1
+        AND jsonb_path_exists(r.spec,
+              '$.delivery[*] ? (@.channel == "webhook" && @.destination == $n)',
+              jsonb_build_object('n', $2::text)))
+    OR jsonb_path_exists(r.registration,
+              '$.bindings[*] ? (@.tenant_id == $t).delivery[*] ? (@.channel == "webhook" && @.destination == $n)',
+              jsonb_build_object('t', $1::text, 'n', $2::text)))
+ORDER BY d.tenant_id, d.definition_id
+LIMIT 20;
+
+-- name: deliveries_release_deferred
+-- Preferences changed: notices held back by the old quiet hours are due again now, so
+-- the dispatcher applies the new preferences to them at once.
+UPDATE deliveries x
+SET next_attempt_at = $3, status_reason = 'preferences changed: re-evaluated'
+FROM tasks t
+WHERE x.tenant_id = $1 AND x.status = 'pending' AND x.next_attempt_at > $3
+  AND t.tenant_id = x.tenant_id AND t.task_id = x.task_id AND t.owner_user_id = $2;
+
 -- name: webhook_endpoints_list
 SELECT e.tenant_id, e.name, e.url, e.created_at,
        count(s.secret_id) FILTER (WHERE s.expires_at IS NULL OR s.expires_at > $2) AS active_secrets
@@ -558,6 +592,12 @@ SELECT p.*, u.zone FROM notification_preferences p
 JOIN users u ON u.tenant_id = p.tenant_id AND u.user_id = p.user_id
 WHERE p.tenant_id = $1 AND p.user_id = $2;
 
+-- name: deliveries_summary
+-- The outbox backlog by status, and how late the oldest due notice is.
+SELECT status, count(*) AS count, min(next_attempt_at) FILTER (
+           WHERE status IN ('pending', 'retrying')) AS oldest_due
+FROM deliveries GROUP BY status ORDER BY status;
+
 -- name: deliveries_list
 SELECT d.tenant_id, d.delivery_id, d.task_id, t.definition_id, t.slot, d.channel,
        d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
@@ -577,8 +617,9 @@ FROM delivery_attempts WHERE tenant_id = $1 AND delivery_id = $2 ORDER BY attemp
 -- name: delivery_redeliver
 -- Re-queue a finished delivery under the same delivery id (the receiver dedups by it).
 UPDATE deliveries
-SET status = 'pending', next_attempt_at = $3, attempts = 0, redeliveries = redeliveries + 1,
-    last_error = NULL, status_reason = $4, dead_at = NULL
+SET status = 'pending', next_attempt_at = $3, queued_at = $3, attempts = 0,
+    redeliveries = redeliveries + 1, last_error = NULL, status_reason = $4, dead_at = NULL,
+    delivered_at = NULL, response = NULL, response_status = NULL
 WHERE tenant_id = $1 AND delivery_id = $2 AND status IN ('dead', 'delivered', 'suppressed')
 RETURNING delivery_id;
 
@@ -643,15 +684,19 @@ SELECT o.tenant_id, o.definition_tenant_id, o.definition_id, o.binding_id, o.slo
        t.task_id, t.status AS task_status, t.status_reason, t.attempts, t.started_at,
        t.finished_at, t.idempotency_key,
        r.content_sha256, r.verified, r.verification, r.committed_at, r.output_ref, r.importance,
+       -- nested instants as ISO 8601 UTC ending in Z, like the top-level ones
        (SELECT json_agg(json_build_object(
                  'attempt', u.attempt, 'outcome', u.outcome, 'worker', u.worker,
-                 'lease_token', u.lease_token, 'started_at', u.started_at,
-                 'finished_at', u.finished_at, 'error', u.error) ORDER BY u.run_id)
+                 'lease_token', u.lease_token,
+                 'started_at', to_char(u.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                 'finished_at', to_char(u.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                 'error', u.error) ORDER BY u.run_id)
           FROM runs u WHERE u.tenant_id = t.tenant_id AND u.task_id = t.task_id) AS runs,
        (SELECT json_agg(json_build_object(
                  'delivery_id', x.delivery_id, 'channel', x.channel,
                  'destination', x.destination, 'status', x.status, 'attempts', x.attempts,
-                 'redeliveries', x.redeliveries, 'delivered_at', x.delivered_at,
+                 'redeliveries', x.redeliveries,
+                 'delivered_at', to_char(x.delivered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                  'last_error', x.last_error)
                  ORDER BY x.channel, x.destination)
           FROM deliveries x WHERE x.tenant_id = t.tenant_id AND x.task_id = t.task_id)

@@ -2,11 +2,19 @@
 -- notification preferences read at delivery time, a log of every delivery attempt, and
 -- the bookkeeping a dead or suppressed delivery needs to be understood and redelivered.
 
+-- lease_token: a fencing token per claim (from lease_tokens, shared with tasks): an
+-- outcome is recorded only by the claim that still holds the row, whatever its owner
+-- name. queued_at: when the row was (re)queued, where max_age starts (a redelivery
+-- gets a fresh age and a fresh attempt count).
 ALTER TABLE deliveries
     ADD COLUMN response_status integer,
     ADD COLUMN status_reason   text,
     ADD COLUMN dead_at         timestamptz,
-    ADD COLUMN redeliveries    integer NOT NULL DEFAULT 0;
+    ADD COLUMN redeliveries    integer NOT NULL DEFAULT 0,
+    ADD COLUMN lease_token     bigint,
+    ADD COLUMN queued_at       timestamptz;
+UPDATE deliveries SET queued_at = created_at;
+ALTER TABLE deliveries ALTER COLUMN queued_at SET NOT NULL;
 
 CREATE INDEX deliveries_by_task ON deliveries (tenant_id, task_id);
 
