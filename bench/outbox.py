@@ -19,9 +19,10 @@ Set-up, outside every timer:
 Phases, each repeated ``--repeats`` times, in rotation (direct x1, direct x2, 1, 2, ...):
 
 * direct x1 / direct x2: one (or two) processes, each with one ``httpx.AsyncClient``,
-  N POSTs in all (N/2 each for two) with 8 requests in flight per process, each body
-  the size and shape of a real notice and signed with ``outbox.signed_headers`` (the
-  same signing the channel does). This is the physical
+  N POSTs in all (N/2 each for two) from 8 sender tasks per process, each body the
+  size and shape of a real notice, signed with ``outbox.signed_headers`` and sent with
+  ``client.stream`` without reading a success's body (all as the channel does). This
+  is the physical
   reference: what the receiver and the HTTP stack can take on this machine.
 * 1 dispatcher / 2 dispatchers: one or two OS processes, each with its own
   ``Database.open`` pool, running the supervisor's ``Dispatcher`` (limit 50,
@@ -201,7 +202,9 @@ def dispatcher_process(dsn: str, name: str, ready: Any, go: Any, release: Any,
 
 def direct_process(url: str, secret: str, count: int, body: str, ready: Any, go: Any,
                    release: Any, out: Any) -> None:
-    """POST ``count`` signed notices with CONCURRENCY in flight; report time and count."""
+    """POST ``count`` signed notices from CONCURRENCY sender tasks, each request sent
+    the way the webhook channel sends it (``client.stream``, a success's body unread);
+    report time and count."""
     async def main() -> None:
         ok = 0
         async with httpx.AsyncClient(timeout=10.0) as client:
@@ -209,19 +212,19 @@ def direct_process(url: str, secret: str, count: int, body: str, ready: Any, go:
             ready.set()
             await anyio.to_thread.run_sync(go.wait)
             started = time.perf_counter()
-            limiter = anyio.CapacityLimiter(CONCURRENCY)
 
-            async def post(delivery_id: str) -> None:
+            async def sender(mine: list[str]) -> None:
                 nonlocal ok
-                async with limiter:
+                for delivery_id in mine:
                     text = body.replace("DELIVERY", delivery_id)
                     headers = signed_headers(delivery_id, text, (secret,), datetime.now(UTC))
-                    response = await client.post(url, content=text.encode(), headers=headers)
-                    ok += response.status_code == 200
+                    async with client.stream("POST", url, content=text.encode(),
+                                             headers=headers) as response:
+                        ok += response.status_code == 200
 
             async with anyio.create_task_group() as tg:
-                for delivery_id in ids:
-                    tg.start_soon(post, delivery_id)
+                for index in range(CONCURRENCY):
+                    tg.start_soon(sender, ids[index::CONCURRENCY])
             out.send((time.perf_counter() - started, ok))
         await anyio.to_thread.run_sync(release.wait)
 
