@@ -25,6 +25,18 @@ from ._calendar import DueWindow as DueWindow
 from ._calendar import IntervalSchedule as IntervalSchedule
 from ._calendar import SlotRange as SlotRange
 from ._calendar import due_window as due_window
+from ._conditions import MAX_DEPTH as MAX_DEPTH
+from ._conditions import MAX_LEAVES as MAX_LEAVES
+from ._conditions import AllOf as AllOf
+from ._conditions import AnyOf as AnyOf
+from ._conditions import Comparison as Comparison
+from ._conditions import Evaluation as Evaluation
+from ._conditions import Leaf as Leaf
+from ._conditions import NotOf as NotOf
+from ._conditions import Predicate as Predicate
+from ._conditions import Verdict as Verdict
+from ._conditions import evaluate as evaluate
+from ._conditions import subjects_of as subjects_of
 from ._cron import CronExpression as CronExpression
 from ._cron import CronSchedule as CronSchedule
 from ._cron import DstGap as DstGap
@@ -46,10 +58,18 @@ from ._decisions import decide_lateness as decide_lateness
 from ._decisions import decide_overrun as decide_overrun
 from ._decisions import jitter_offset as jitter_offset
 from ._decisions import occurrence_timing as occurrence_timing
+from ._edges import ConditionMode as ConditionMode
+from ._edges import ConditionState as ConditionState
+from ._edges import EdgeAction as EdgeAction
+from ._edges import EdgeStep as EdgeStep
+from ._edges import not_admitted as not_admitted
+from ._edges import step as step
 from ._errors import NonAdvancingScheduleError as NonAdvancingScheduleError
 from ._errors import NoOccurrenceError as NoOccurrenceError
 from ._errors import SpecError as SpecError
 from ._errors import TriggerError as TriggerError
+from ._observations import Observation as Observation
+from ._observations import ObservationStatus as ObservationStatus
 from ._preview import PreviewItem as PreviewItem
 from ._preview import preview as preview
 from ._slots import Slot as Slot
@@ -60,6 +80,7 @@ from ._slots import utc_slot_key as utc_slot_key
 from ._spec import DEFAULT_MIN_INTERVAL as DEFAULT_MIN_INTERVAL
 from ._spec import AgentSpec as AgentSpec
 from ._spec import AtTrigger as AtTrigger
+from ._spec import ConditionTrigger as ConditionTrigger
 from ._spec import CronTrigger as CronTrigger
 from ._spec import Delivery as Delivery
 from ._spec import Ends as Ends
@@ -67,11 +88,18 @@ from ._spec import IntervalTrigger as IntervalTrigger
 from ._spec import Lateness as Lateness
 from ._spec import Limits as Limits
 from ._spec import OutputPromise as OutputPromise
+from ._spec import SourceRef as SourceRef
 from ._spec import Spec as Spec
 from ._spec import SpecV1 as SpecV1
 from ._spec import canonical_json as canonical_json
 from ._spec import check_endpoint_name as check_endpoint_name
 from ._spec import parse_spec as parse_spec
+from ._units import Quantity as Quantity
+from ._units import Unit as Unit
+from ._units import check_unit as check_unit
+from ._units import parse_quantity as parse_quantity
+from ._units import registry as unit_registry
+from ._units import threshold_in as threshold_in
 from ._values import Importance as Importance
 from ._zones import WallKind as WallKind
 from ._zones import WallTime as WallTime
@@ -94,4 +122,9 @@ __all__ = [
     "Limits", "OutputPromise", "Spec", "SpecV1", "canonical_json", "check_endpoint_name",
     "parse_spec", "WallKind",
     "WallTime", "classify_wall", "Importance", "load_zone", "require_aware", "tzdata_version",
+    "ConditionTrigger", "SourceRef", "MAX_DEPTH", "MAX_LEAVES", "AllOf", "AnyOf", "Comparison",
+    "Evaluation", "Leaf", "NotOf", "Predicate", "Verdict", "evaluate", "subjects_of",
+    "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
+    "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
+    "unit_registry", "threshold_in",
 ]

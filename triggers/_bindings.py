@@ -37,8 +37,9 @@ tenants may not start with ``_``."""
 USER_BINDING_ID = "owner"
 """The one binding of a user-confirmed definition; reserved for operator bindings."""
 
-RESERVED_PARAM_KEYS = frozenset({"schedule"})
-"""Params keys the runtime stamps itself (the trusted schedule triple)."""
+RESERVED_PARAM_KEYS = frozenset({"schedule", "trigger"})
+"""Params keys the runtime stamps itself: the trusted schedule triple, and for a
+condition the verdict and the observations that made it fire."""
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 

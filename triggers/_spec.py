@@ -29,8 +29,10 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
 
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
+from ._conditions import Predicate, check_bounds
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
+from ._edges import ConditionMode
 from ._errors import SpecError
 from ._slots import Slot
 from ._zones import WallKind, classify_wall, load_zone, require_aware
@@ -38,6 +40,7 @@ from ._zones import WallKind, classify_wall, load_zone, require_aware
 __all__ = [
     "AgentSpec",
     "AtTrigger",
+    "ConditionTrigger",
     "CronTrigger",
     "Delivery",
     "Ends",
@@ -46,6 +49,7 @@ __all__ = [
     "Limits",
     "OutputPromise",
     "Spec",
+    "SourceRef",
     "SpecV1",
     "canonical_json",
     "parse_spec",
@@ -220,7 +224,91 @@ class AtTrigger(_Model):
         return AtSchedule(instant, self.zone, note)
 
 
-Trigger = Annotated[CronTrigger | IntervalTrigger | AtTrigger, Field(discriminator="type")]
+class SourceRef(_Model):
+    """Which observation source a condition reads, and the version it was confirmed
+    with: a source that reports another version yields ``unknown``, never a silently
+    different reading."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    version: Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class ConditionTrigger(_Model):
+    """``type = "condition"``: poll a source every ``poll_every`` (on the grid
+    ``anchor + n * poll_every``) and fire on a three-valued predicate.
+
+    ``mode``: ``first_match`` (fires once, on the first true; the definition then
+    completes) or ``every_edge`` (fires on each false -> true edge, at most once per
+    ``cooldown``). See DESIGN "Conditions (three-valued)".
+    """
+
+    type: Literal["condition"]
+    mode: ConditionMode
+    source: SourceRef
+    poll_every: timedelta
+    anchor: datetime = EPOCH
+    cooldown: timedelta = timedelta(0)
+    predicate: Predicate
+
+    @pydantic.field_validator("poll_every", mode="before")
+    @classmethod
+    def _poll_text(cls, value: Any) -> Any:
+        return _duration(value, "trigger.poll_every", timedelta(days=366))
+
+    @pydantic.field_validator("poll_every")
+    @classmethod
+    def _poll(cls, value: timedelta, info: ValidationInfo) -> timedelta:
+        _bounded(value, "trigger.poll_every", timedelta(days=366))
+        minimum = (info.context or {}).get(_MIN_INTERVAL_KEY, DEFAULT_MIN_INTERVAL)
+        if value < minimum:
+            raise SpecError(
+                "trigger.poll_every",
+                f"{value.total_seconds():g} s is under the minimum resolution of "
+                f"{minimum.total_seconds():g} s.",
+                f"poll at most every {minimum.total_seconds():g} seconds.")
+        return value
+
+    @pydantic.field_validator("cooldown", mode="before")
+    @classmethod
+    def _cooldown_text(cls, value: Any) -> Any:
+        return _duration(value, "trigger.cooldown", timedelta(days=3660))
+
+    @pydantic.field_validator("cooldown")
+    @classmethod
+    def _cooldown(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise SpecError("trigger.cooldown", "is negative.", "use 0 or more seconds.")
+        return _bounded(value, "trigger.cooldown", timedelta(days=3660))
+
+    @pydantic.field_validator("anchor")
+    @classmethod
+    def _anchor(cls, value: datetime) -> datetime:
+        return _instant_in_range(require_aware(value, "trigger.anchor"), "trigger.anchor")
+
+    @pydantic.model_validator(mode="after")
+    def _shape(self) -> ConditionTrigger:
+        check_bounds(self.predicate)
+        if self.mode is ConditionMode.FIRST_MATCH and self.cooldown:
+            raise SpecError("trigger.cooldown", "applies to every_edge only (first_match "
+                            "fires once).", "remove cooldown, or use mode = 'every_edge'.")
+        return self
+
+    def calendar(self) -> Calendar:
+        """The poll schedule (like an interval: DST-free)."""
+        return IntervalSchedule(self.poll_every, self.anchor)
+
+    @property
+    def condition_key(self) -> str:
+        """SHA-256 of the source, predicate and mode: a new revision that keeps them
+        keeps the condition's state (latch, last verdict, cooldown); one that changes
+        any of them starts fresh (DESIGN "Conditions")."""
+        data = _plain(self.model_dump(mode="python", include={"source", "predicate", "mode"},
+                                      by_alias=True))
+        return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+Trigger = Annotated[CronTrigger | IntervalTrigger | AtTrigger | ConditionTrigger,
+                    Field(discriminator="type")]
 
 
 class Lateness(_Model):
@@ -265,7 +353,9 @@ class AgentSpec(_Model):
 
 
 class Limits(_Model):
-    """Deadline, attempts, task budget per accounting period, and run budget."""
+    """Deadline, attempts, task budget per accounting period, run budget, and (for
+    conditions) the polling budget per accounting period: every poll consumes it, one
+    that returns unknown included, and it never refunds within its period."""
 
     deadline: timedelta = timedelta(minutes=10)
     max_attempts: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 3
@@ -274,6 +364,7 @@ class Limits(_Model):
     max_model_requests: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
     max_tool_attempts: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
     max_cost_usd: Annotated[Decimal, Field(ge=0, le=1_000_000_000)] | None = None
+    max_polls_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
 
     @pydantic.field_validator("deadline", mode="before")
     @classmethod
@@ -409,7 +500,7 @@ class SpecV1(_Model):
 
     def effective(self) -> dict[str, Any]:
         """The effective part as canonical plain data (durations in seconds)."""
-        return _plain(self.model_dump(mode="python", exclude=set(self.DESCRIPTIVE)))
+        return _plain(self.model_dump(mode="python", exclude=set(self.DESCRIPTIVE), by_alias=True))
 
     @property
     def spec_hash(self) -> str:
@@ -441,7 +532,7 @@ class SpecV1(_Model):
 
     def to_json(self) -> dict[str, Any]:
         """The whole spec (both parts) as JSON-compatible data; round-trips."""
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", by_alias=True)
 
 
 class _Bounded:
@@ -549,16 +640,18 @@ def _translate(exc: pydantic.ValidationError) -> SpecError:
     where = _where(first["loc"])
     more = f" ({len(errors) - 1} more problem(s) after this one.)" if len(errors) > 1 else ""
     if isinstance(original, SpecError):
-        field = original.field if "." in original.field else where
+        field = original.field
+        if "." not in field:  # a field of a nested model: prefix the model's path
+            field = where if where.split(".")[-1] == field else f"{where}.{field}"
         return SpecError(field, original.problem + more, original.fix)
     if first["type"] == "union_tag_invalid":
         return SpecError(
             "trigger.type", f"unknown trigger type {first['input'].get('type')!r}.{more}",
-            "use one of 'at', 'cron', 'interval'.",
+            "use one of 'at', 'condition', 'cron', 'interval'.",
         )
     if first["type"] == "union_tag_not_found":
         return SpecError("trigger.type", f"is missing.{more}",
-                         "set trigger.type to 'at', 'cron' or 'interval'.")
+                         "set trigger.type to 'at', 'condition', 'cron' or 'interval'.")
     if first["type"] == "extra_forbidden":
         return SpecError(where, f"is not a field of this spec.{more}", _did_you_mean(first, errors))
     if first["type"].startswith("time_delta"):
@@ -583,6 +676,8 @@ def _did_you_mean(extra: Any, errors: list[Any]) -> str:
 def _where(loc: tuple[int | str, ...]) -> str:
     """Dotted field path; drops the discriminator tag pydantic inserts after 'trigger'."""
     parts = list(loc)
-    if len(parts) > 1 and parts[0] == "trigger" and parts[1] in ("cron", "interval", "at"):
+    if len(parts) > 1 and parts[0] == "trigger" and parts[1] in ("cron", "interval", "at",
+                                                                  "condition"):
         del parts[1]
+    parts = [p for p in parts if p not in ("Comparison", "AllOf", "AnyOf", "NotOf")]
     return ".".join(str(p) for p in parts) or "spec"

@@ -1,0 +1,350 @@
+"""Three-valued predicates over observations (DESIGN "Conditions (three-valued)").
+
+A predicate is a comparison of one subject's observation with a threshold quantity
+(``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``), or ``all`` / ``any`` / ``not`` of
+predicates, at most 4 levels deep and 16 comparisons in all. Evaluation is Kleene's
+strong three-valued logic:
+
+* a comparison is ``unknown`` when its observation is absent, missing, failed, timed
+  out, from the future, older than the comparison's ``freshness``, in another currency,
+  or in a unit that does not compare (another dimension; an absolute temperature
+  against a difference). A stale quote or a number in another currency is never
+  evidence that the condition is false;
+* ``all`` is false if any part is false, else unknown if any is unknown, else true;
+  ``any`` dually; ``not`` swaps true and false and keeps unknown.
+
+Pure: the observations and ``now`` are arguments.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import ConfigDict, Discriminator, Field, Tag
+
+from ._errors import SpecError
+from ._observations import Observation, ObservationStatus
+from ._slots import format_utc
+from ._units import Quantity, check_unit, comparable, parse_quantity, quantity_of, threshold_in
+
+__all__ = ["MAX_DEPTH", "MAX_LEAVES", "AllOf", "AnyOf", "Comparison", "Evaluation", "Leaf",
+           "NotOf", "Predicate", "Verdict", "check_bounds", "evaluate", "subjects_of"]
+
+MAX_DEPTH = 4
+"""Levels of nesting a predicate may have (a lone comparison is depth 1)."""
+MAX_LEAVES = 16
+"""Comparisons a predicate may hold in all."""
+
+
+class Verdict(enum.StrEnum):
+    """A three-valued truth value with Kleene's connectives (``&``, ``|``, ``~``)."""
+
+    TRUE = "true"
+    FALSE = "false"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def of(cls, value: bool) -> Verdict:
+        """TRUE or FALSE."""
+        return cls.TRUE if value else cls.FALSE
+
+    def __and__(self, other: Verdict) -> Verdict:  # type: ignore[override]
+        if Verdict.FALSE in (self, other):
+            return Verdict.FALSE
+        if Verdict.UNKNOWN in (self, other):
+            return Verdict.UNKNOWN
+        return Verdict.TRUE
+
+    def __or__(self, other: Verdict) -> Verdict:  # type: ignore[override]
+        if Verdict.TRUE in (self, other):
+            return Verdict.TRUE
+        if Verdict.UNKNOWN in (self, other):
+            return Verdict.UNKNOWN
+        return Verdict.FALSE
+
+    def __invert__(self) -> Verdict:
+        return {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(self, self)
+
+    @property
+    def definite(self) -> bool:
+        """True for TRUE and FALSE."""
+        return self is not Verdict.UNKNOWN
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
+}
+
+
+class _Model(pydantic.BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Comparison(_Model):
+    """``subject op threshold``, e.g. ``{subject = "AAPL", op = "<=", threshold =
+    "10 USD/share", freshness = "P45D"}``.
+
+    Attributes:
+        freshness: the oldest ``as_of`` (relative to the poll) still evidence; older
+            is ``unknown``. ``None``: any age.
+        unit: the unit the source reports this subject in, if you want it checked at
+            proposal (a delta against an absolute temperature, USD against EUR); at run
+            time the observation's own unit decides.
+    """
+
+    subject: Annotated[str, Field(min_length=1, max_length=256)]
+    op: Literal["<", "<=", ">", ">=", "==", "!="]
+    threshold: str
+    freshness: timedelta | None = None
+    unit: str | None = None
+
+    @pydantic.field_validator("threshold")
+    @classmethod
+    def _threshold(cls, value: str) -> str:
+        parse_quantity(value, "threshold")
+        return value
+
+    @pydantic.field_validator("freshness")
+    @classmethod
+    def _freshness(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and not timedelta(0) < value <= timedelta(days=3660):
+            raise SpecError("freshness", "must be positive and at most 3660 days.",
+                            "e.g. freshness = 'P2D'.")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _units_compare(self) -> Comparison:
+        if self.unit is not None:
+            observed = check_unit(self.unit, "unit")
+            threshold = self.quantity
+            if not comparable(threshold.unit, observed):
+                raise SpecError(
+                    "threshold", f"{self.threshold!r} does not compare with observations in "
+                    f"{self.unit!r} (another dimension or currency, or an absolute "
+                    "temperature against a temperature difference).",
+                    "give the threshold in a unit of the same kind, e.g. '86 degF' for degC "
+                    "readings, '5 delta_degF' for a change in degC.")
+        return self
+
+    @property
+    def quantity(self) -> Quantity:
+        """The threshold as an exact quantity."""
+        return _quantity(self.threshold)
+
+
+class AllOf(_Model):
+    """True when every part is true (Kleene conjunction)."""
+
+    all: Annotated[tuple[Predicate, ...], Field(min_length=1)]
+
+
+class AnyOf(_Model):
+    """True when some part is true (Kleene disjunction)."""
+
+    any: Annotated[tuple[Predicate, ...], Field(min_length=1)]
+
+
+class NotOf(_Model):
+    """The negation (unknown stays unknown)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    not_: Predicate = Field(alias="not")
+
+
+def _kind(value: Any) -> str | None:
+    """Which predicate a value is, by its keys: ``all``, ``any``, ``not``, else a
+    comparison (so an error names the right part, not every member of the union)."""
+    if isinstance(value, dict):
+        for key, tag in (("all", "AllOf"), ("any", "AnyOf"), ("not", "NotOf")):
+            if key in value:
+                return tag
+        return "Comparison"
+    return type(value).__name__ if isinstance(value, Comparison | AllOf | AnyOf | NotOf) \
+        else None
+
+
+Predicate = Annotated[
+    Annotated[Comparison, Tag("Comparison")] | Annotated[AllOf, Tag("AllOf")]
+    | Annotated[AnyOf, Tag("AnyOf")] | Annotated[NotOf, Tag("NotOf")],
+    Discriminator(_kind, custom_error_type="predicate",
+                  custom_error_message="a predicate is a comparison (subject, op, threshold) "
+                                       "or a table with all, any or not")]
+AllOf.model_rebuild()
+AnyOf.model_rebuild()
+NotOf.model_rebuild()
+
+
+def _parts(predicate: Predicate) -> tuple[Predicate, ...]:
+    if isinstance(predicate, AllOf):
+        return predicate.all
+    if isinstance(predicate, AnyOf):
+        return predicate.any
+    if isinstance(predicate, NotOf):
+        return (predicate.not_,)
+    return ()
+
+
+def check_bounds(predicate: Predicate, field: str = "trigger.predicate") -> None:
+    """Refuse predicates deeper than :data:`MAX_DEPTH` or with more than
+    :data:`MAX_LEAVES` comparisons.
+
+    Raises:
+        SpecError: naming ``field``.
+    """
+    def walk(p: Predicate, depth: int) -> tuple[int, int]:
+        parts = _parts(p)
+        if not parts:
+            return depth, 1
+        results = [walk(q, depth + 1) for q in parts]
+        return max(d for d, _ in results), sum(n for _, n in results)
+
+    depth, leaves = walk(predicate, 1)
+    if depth > MAX_DEPTH:
+        raise SpecError(field, f"is nested {depth} levels deep (at most {MAX_DEPTH}).",
+                        "flatten it: all/any take several parts.")
+    if leaves > MAX_LEAVES:
+        raise SpecError(field, f"holds {leaves} comparisons (at most {MAX_LEAVES}).",
+                        "split it into several definitions.")
+
+
+def subjects_of(predicate: Predicate) -> tuple[str, ...]:
+    """The subjects the predicate reads, in first-use order, without repeats."""
+    seen: dict[str, None] = {}
+
+    def walk(p: Predicate) -> None:
+        if isinstance(p, Comparison):
+            seen.setdefault(p.subject, None)
+        for q in _parts(p):
+            walk(q)
+    walk(predicate)
+    return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """One comparison's outcome: its verdict, why, and the observation it used."""
+
+    comparison: Comparison
+    verdict: Verdict
+    reason: str
+    observation: Observation | None
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """A predicate's verdict, a one-line reason, and every comparison's outcome."""
+
+    verdict: Verdict
+    reason: str
+    leaves: tuple[Leaf, ...]
+
+
+def evaluate(predicate: Predicate, observations: Mapping[str, Observation],
+             now: datetime) -> Evaluation:
+    """Evaluate ``predicate`` against the latest observation of each subject at ``now``
+    (aware). Never raises for bad data: what cannot be judged is ``unknown``."""
+    leaves: list[Leaf] = []
+
+    def walk(p: Predicate) -> Verdict:
+        if isinstance(p, Comparison):
+            leaf = compare(p, observations.get(p.subject), now)
+            leaves.append(leaf)
+            return leaf.verdict
+        if isinstance(p, AllOf):
+            result = Verdict.TRUE
+            for q in p.all:
+                result = result & walk(q)
+            return result
+        if isinstance(p, AnyOf):
+            result = Verdict.FALSE
+            for q in p.any:
+                result = result | walk(q)
+            return result
+        assert isinstance(p, NotOf)
+        return ~walk(p.not_)
+
+    verdict = walk(predicate)
+    if len(leaves) == 1:
+        reason = leaves[0].reason
+    else:
+        decisive = [leaf.reason for leaf in leaves if leaf.verdict is verdict] or [
+            leaf.reason for leaf in leaves]
+        reason = f"{verdict.value}: " + "; ".join(decisive[:4])
+    return Evaluation(verdict, reason, tuple(leaves))
+
+
+def compare(comparison: Comparison, observation: Observation | None, now: datetime) -> Leaf:
+    """One comparison, three-valued (see the module docstring for when it is unknown)."""
+    subject = comparison.subject
+    if observation is None:
+        return Leaf(comparison, Verdict.UNKNOWN, f"unknown: no observation of {subject}", None)
+    if observation.status is not ObservationStatus.OK or observation.value is None:
+        why = f" ({observation.detail})" if observation.detail else ""
+        return Leaf(comparison, Verdict.UNKNOWN,
+                    f"unknown: {subject} is {observation.status.value}{why}", observation)
+    if observation.as_of is None or observation.as_of > now:
+        return Leaf(comparison, Verdict.UNKNOWN,
+                    f"unknown: {subject} has no as_of at or before the poll", observation)
+    if comparison.freshness is not None and now - observation.as_of > comparison.freshness:
+        return Leaf(comparison, Verdict.UNKNOWN,
+                    f"unknown: {subject} as of {format_utc(observation.as_of)} is older than "
+                    f"its freshness {_duration(comparison.freshness)}", observation)
+    folded = quantity_of(observation.value, observation.unit, observation.currency)
+    shown = f"{observation.value} {observation.unit or ''}".strip()
+    if folded is None:
+        return Leaf(comparison, Verdict.UNKNOWN,
+                    f"unknown: {subject} {shown} is in {observation.currency}, which its unit "
+                    "contradicts", observation)
+    value, unit = folded
+    threshold = comparison.quantity
+    bound = threshold_in(threshold.magnitude, threshold.unit.name, unit)
+    if bound is None:
+        return Leaf(comparison, Verdict.UNKNOWN,
+                    f"unknown: {subject} {shown}"
+                    + (f" {observation.currency}" if observation.currency and observation.currency
+                       not in shown else "")
+                    + f" does not compare with {comparison.threshold}", observation)
+    verdict = Verdict.of(_OPS[comparison.op](Fraction(value), bound))
+    return Leaf(comparison, verdict,
+                f"{verdict.value}: {subject} {shown} {comparison.op} {comparison.threshold}",
+                observation)
+
+
+_QUANTITIES: dict[str, Quantity] = {}
+
+
+def _quantity(text: str) -> Quantity:
+    cached = _QUANTITIES.get(text)
+    if cached is None:
+        if len(_QUANTITIES) > 65_536:
+            _QUANTITIES.clear()
+        cached = _QUANTITIES[text] = parse_quantity(text)
+    return cached
+
+
+def _duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    if seconds % 86400 == 0:
+        return f"{int(seconds // 86400)} d"
+    if seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    return f"{seconds:g} s"
+
+
+def decimal_or_none(value: Any) -> Decimal | None:
+    """``Decimal(value)`` for a finite number, else ``None`` (NaN, inf, text)."""
+    try:
+        number = Decimal(str(value))
+    except Exception:
+        return None
+    return number if number.is_finite() else None
