@@ -1,0 +1,157 @@
+"""A historical series source: replays rows of (as_of, subject, value, unit, currency)
+as the clock advances, returning only what was known at the time asked about.
+
+The CSV format (``watchkeeper replay --series FILE``) has the header
+``as_of,subject,value,unit,currency``: ``as_of`` ISO 8601 (a date means 00:00 UTC; a
+naive time means UTC), ``value`` a decimal number, an empty cell, ``NA``, ``NaN`` or
+``null`` (a *missing* value: an observation with status missing, never a zero),
+``unit`` a pint unit string (empty: dimensionless), ``currency`` an ISO 4217 code or
+empty.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from triggers import Observation, ObservationStatus, format_utc
+
+__all__ = ["HEADER", "SeriesError", "SeriesRow", "SeriesSource", "read_series_csv"]
+
+HEADER = ("as_of", "subject", "value", "unit", "currency")
+_MISSING = frozenset({"", "na", "nan", "null", "none", "n/a"})
+
+
+class SeriesError(ValueError):
+    """A series file or row that cannot be read; the message names the line and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesRow:
+    """One row: ``value`` is ``None`` when the cell is missing."""
+
+    as_of: datetime
+    subject: str
+    value: Decimal | None
+    unit: str | None
+    currency: str | None
+
+
+def parse_instant(text: str, where: str) -> datetime:
+    """ISO 8601 date or date-time; a date is 00:00 UTC and a naive time is UTC.
+
+    Raises:
+        SeriesError: naming ``where``.
+    """
+    text = text.strip()
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return datetime(day.year, day.month, day.day, tzinfo=UTC)
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SeriesError(f"{where}: as_of {text!r} is not an ISO 8601 date or time") from exc
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def parse_value(text: str, where: str) -> Decimal | None:
+    """A decimal number, or ``None`` for a missing cell (empty, NA, NaN, null).
+
+    Raises:
+        SeriesError: naming ``where``: not a number, or infinite.
+    """
+    if text.strip().lower() in _MISSING:
+        return None
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation as exc:
+        raise SeriesError(f"{where}: value {text!r} is not a number (leave the cell empty "
+                          "for a missing value)") from exc
+    if value.is_nan():
+        return None
+    if not value.is_finite():
+        raise SeriesError(f"{where}: value {text!r} is not finite")
+    return value
+
+
+def read_series_csv(path: Path) -> list[SeriesRow]:
+    """Read a series CSV (see the module docstring).
+
+    Raises:
+        SeriesError: a wrong header or a bad row (named by line number).
+        OSError: the file cannot be read.
+    """
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(h.strip() for h in header) != HEADER:
+            raise SeriesError(f"{path}: the header must be {','.join(HEADER)}, not "
+                              f"{','.join(header or [])!r}")
+        rows = []
+        for number, cells in enumerate(reader, start=2):
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            where = f"{path}:{number}"
+            if len(cells) != len(HEADER):
+                raise SeriesError(f"{where}: {len(cells)} cells, expected {len(HEADER)}")
+            as_of, subject, value, unit, currency = cells
+            if not subject.strip():
+                raise SeriesError(f"{where}: subject is empty")
+            rows.append(SeriesRow(parse_instant(as_of, where), subject.strip(),
+                                  parse_value(value, where), unit.strip() or None,
+                                  currency.strip().upper() or None))
+    return rows
+
+
+class SeriesSource:
+    """Replays a historical series: ``read(subject, at)`` returns the latest row of
+    ``subject`` with ``as_of <= at`` — only what was known at ``at``, never a later row.
+
+    Args:
+        rows: the series (any order; for one subject and ``as_of`` the last row wins).
+        name, version: the source identity definitions name.
+    """
+
+    def __init__(self, rows: Iterable[SeriesRow], *, name: str = "series",
+                 version: str = "1") -> None:
+        self.name, self.version = name, version
+        by_subject: dict[str, dict[datetime, SeriesRow]] = {}
+        for row in rows:
+            by_subject.setdefault(row.subject, {})[row.as_of] = row
+        self._rows = {s: [r for _, r in sorted(v.items())] for s, v in by_subject.items()}
+        self._times = {s: [r.as_of for r in rows_] for s, rows_ in self._rows.items()}
+
+    @classmethod
+    def from_csv(cls, path: Path, *, name: str = "series", version: str = "1") -> SeriesSource:
+        """Load a series CSV (see :func:`read_series_csv`)."""
+        return cls(read_series_csv(path), name=name, version=version)
+
+    def subjects(self) -> list[str]:
+        """The subjects in the series."""
+        return sorted(self._rows)
+
+    def span(self) -> tuple[datetime, datetime] | None:
+        """The earliest and latest ``as_of`` in the series."""
+        times = [t for ts in self._times.values() for t in (ts[0], ts[-1])]
+        return (min(times), max(times)) if times else None
+
+    async def read(self, subject: str, at: datetime) -> Observation:
+        """The latest row of ``subject`` at or before ``at`` (see the class docstring)."""
+        times = self._times.get(subject)
+        index = bisect.bisect_right(times, at) - 1 if times else -1
+        if times is None or index < 0:
+            why = "no such subject in the series" if times is None else \
+                f"nothing known at {format_utc(at)}"
+            return Observation(self.name, self.version, subject, f"{subject}@none", None, None,
+                               None, None, at, ObservationStatus.MISSING, why)
+        row = self._rows[subject][index]
+        status = ObservationStatus.OK if row.value is not None else ObservationStatus.MISSING
+        return Observation(self.name, self.version, subject,
+                           f"{subject}@{format_utc(row.as_of)}", row.value, row.unit,
+                           row.currency, row.as_of, at, status,
+                           "" if row.value is not None else "the value is missing in the series")
