@@ -159,8 +159,10 @@ class AgentRunner(Protocol):
 class DigestAgent:
     """The default agent: no model; a deterministic digest of the schedule facts.
 
-    The report names the definition, the occurrence (slot, scheduled time, lateness)
-    and the previous reports, so every occurrence's report is distinct.
+    The report names the definition, the occurrence (slot, scheduled time, lateness),
+    for a condition's task the observations that made it fire (``params["trigger"]``:
+    value, unit, as_of, source version), and the previous reports, so every
+    occurrence's report is distinct.
     """
 
     async def run(self, ctx: AgentContext) -> AgentResult:
@@ -176,12 +178,27 @@ class DigestAgent:
             f"binding {ctx.binding_id}, owner {ctx.owner_user_id}",
             f"- attempt: {ctx.attempt}",
         ]
+        trigger = ctx.params.get("trigger")
+        if isinstance(trigger, Mapping):
+            lines += ["", "## Why it ran", "", f"- {trigger.get('reason', '')}"]
+            lines += [_observation_line(o) for o in trigger.get("observations", ())
+                      if isinstance(o, Mapping)]
         if ctx.instructions:
             lines += ["", "## Instructions", "", ctx.instructions]
         lines += ["", "## Previous reports", ""]
         lines += [f"- `{r['slot']}`: sha256 {str(r['content_sha256'])[:12]}"
                   for r in ctx.previous_reports] or ["- none: this is the first report"]
         return AgentResult("\n".join(lines) + "\n", Importance.NORMAL, Usage())
+
+
+def _observation_line(o: Mapping[str, Any]) -> str:
+    """One observation that fired a condition, as the digest shows it."""
+    value = f"{o.get('value')} {o.get('unit') or ''}".strip()
+    if o.get("currency") and str(o.get("currency")) not in value:
+        value += f" {o.get('currency')}"
+    return (f"- {o.get('subject')} = {value} as of {o.get('as_of')} ({o.get('op')} "
+            f"{o.get('threshold')}: {o.get('verdict')}; source {o.get('source')} "
+            f"version {o.get('source_version')}, observation {o.get('observation_id')})")
 
 
 class CommandAgent:

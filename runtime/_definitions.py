@@ -280,6 +280,7 @@ async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, defin
         fence = await tx.fetchval(
             "definition_make_effective", tenant_id, definition_id, revision, now, now - EPSILON,
             window.next_slot.scheduled_for, status,
+            "condition" if spec.trigger.type == "condition" else "calendar",
         )
     return Confirmation(revision, fence, now, window.next_slot.scheduled_for)
 

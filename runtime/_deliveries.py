@@ -18,15 +18,17 @@ __all__ = ["PgDeliveryStore"]
 
 class PgDeliveryStore:
     """Delivery rows in ``deliveries``; payloads built from the committed report; the
-    recipient's preferences read at claim time (i.e. at delivery time)."""
+    recipient's preferences read at claim time (i.e. at delivery time). With
+    ``tenant_id``, only that tenant's rows are claimed (a replay's dispatcher)."""
 
-    def __init__(self, db: Database, clock: Clock) -> None:
-        self.db, self.clock = db, clock
+    def __init__(self, db: Database, clock: Clock, *, tenant_id: str | None = None) -> None:
+        self.db, self.clock, self.tenant_id = db, clock, tenant_id
 
     async def claim_due(self, now: datetime, limit: int, owner: str,
                         lease_seconds: float) -> Sequence[Notice]:
         """Lease due rows (``SKIP LOCKED``) and attach their report reference."""
-        rows = await self.db.fetch("deliveries_claim", now, limit, owner, lease_seconds)
+        rows = await self.db.fetch("deliveries_claim", now, limit, owner, lease_seconds,
+                                   self.tenant_id)
         if not rows:
             return []
         payloads = await self.db.fetch("delivery_payloads", [r["tenant_id"] for r in rows],

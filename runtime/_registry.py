@@ -246,5 +246,5 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
         await tx.execute("revisions_retire", OPERATOR_TENANT, definition.id, revision)
         status = "paused" if row["status"] == "paused" else "active"
         await tx.execute("definition_make_effective", OPERATOR_TENANT, definition.id, revision, now,
-                         now - EPSILON, window.next_slot.scheduled_for, status)
+                         now - EPSILON, window.next_slot.scheduled_for, status, "calendar")
     return revision

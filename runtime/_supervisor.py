@@ -1,6 +1,7 @@
 """The supervisor: one anyio task group of small loops around a shared database.
 
-Loops: ``tick`` (admission), ``worker-N`` (runs), ``dispatch`` (outbox), ``clock``
+Loops: ``tick`` (admission), ``poll`` (conditions), ``worker-N`` (runs), ``dispatch``
+(outbox), ``clock``
 (offset to PostgreSQL's clock) and ``heartbeat``. Any number of supervisors may run
 against one database; it arbitrates every claim.
 
@@ -32,10 +33,12 @@ import anyio
 from anyio.abc import TaskStatus
 
 from outbox import Channel, Dispatcher, FileChannel, LogChannel, WebhookChannel, backoff_seconds
+from sources import SourceRegistry
 
 from ._admission import RunUnit
 from ._agents import AgentCatalog
 from ._clock import Clock
+from ._conditions import poll_once
 from ._db import Database
 from ._deliveries import PgDeliveryStore
 from ._errors import DatabaseUnavailable, WatchkeeperError
@@ -108,6 +111,7 @@ class SupervisorConfig:
     skew_budget: float | None = 2.0
     skew_check_seconds: float = 10.0
     batch_size: int = 1000
+    poll_batch: int = 200
     restart_limit: int = 5
     retry_base: float = 2.0
     delivery_max_attempts: int = 8
@@ -121,6 +125,8 @@ class SupervisorStatistics:
 
     ticks: int
     admitted: int
+    polls: int
+    fires: int
     task_outcomes: dict[str, int]
     deliveries: int
     clock_uncertain: bool
@@ -139,15 +145,17 @@ class Supervisor:
 
     def __init__(self, db: Database, clock: Clock, config: SupervisorConfig, *,
                  registry: Registry | None = None, agents: AgentCatalog | None = None,
-                 channels: dict[str, Channel] | None = None) -> None:
+                 channels: dict[str, Channel] | None = None,
+                 sources: SourceRegistry | None = None) -> None:
         self.db, self.clock, self.config = db, clock, config
+        self.sources = sources or SourceRegistry()
         self.registry = registry or Registry()
         self.agents = agents or AgentCatalog()
         self.store = PgDeliveryStore(db, clock)
         self._own_channels = channels is None
         self.channels: dict[str, Channel] = channels or default_channels(
             config.home, self.store, clock, webhook_timeout=config.webhook_timeout)
-        self._ticks = self._admitted = self._deliveries = 0
+        self._ticks = self._admitted = self._deliveries = self._polls = self._fires = 0
         self._outcomes: Counter[str] = Counter()
         self._dead: set[str] = set()
         self._restarts: Counter[str] = Counter()
@@ -208,6 +216,8 @@ class Supervisor:
         loops: list[tuple[str, Callable[[], Awaitable[bool]], float]] = [
             ("tick", self._tick_step, cfg.tick_seconds)]
         self._kickable["tick"] = "tick"
+        loops.append(("poll", self._poll_step, cfg.tick_seconds))
+        self._kickable["poll"] = "tick"
         for index in range(cfg.workers):
             worker = Worker(self.db, self.clock, self.agents,
                             worker_id=f"{cfg.supervisor_id}/w{index}",
@@ -304,7 +314,8 @@ class Supervisor:
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of the counters."""
-        return SupervisorStatistics(self._ticks, self._admitted, dict(self._outcomes),
+        return SupervisorStatistics(self._ticks, self._admitted, self._polls, self._fires,
+                                    dict(self._outcomes),
                                     self._deliveries, self._uncertain, self._offset,
                                     frozenset(self._dead), dict(self._restarts))
 
@@ -323,6 +334,21 @@ class Supervisor:
             assert self._background is not None
             self._background.start_soon(self._execute_run, unit)
         return False
+
+    async def _poll_step(self) -> bool:
+        """Poll the due conditions; busy (poll again at once) while a full batch came."""
+        if self._uncertain:
+            return False
+        report = await poll_once(self.db, self.clock, self.sources,
+                                 actor=self.config.supervisor_id, limit=self.config.poll_batch,
+                                 registry=self.registry)
+        self._polls += len(report.events)
+        fired = sum(1 for event in report.events if event.task_id is not None)
+        self._fires += fired
+        self._admitted += fired
+        if fired:
+            self._kick("work")
+        return report.claimed >= self.config.poll_batch
 
     async def _execute_run(self, unit: RunUnit) -> None:
         await execute_run(self.db, self.clock, self.registry, unit)

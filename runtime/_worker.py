@@ -84,13 +84,16 @@ class Worker:
         renew_every: monotonic seconds between renewals (default: a third of the lease).
         artifact_root: where artifact promises are written and checked.
         retry_base, retry_cap: backoff of a failed attempt, seconds.
+        tenant_id: claim only this tenant's tasks (a replay's worker on a virtual
+            clock must never run anyone else's); ``None``: every tenant's.
     """
 
     def __init__(self, db: Database, clock: Clock, agents: AgentCatalog, *, worker_id: str,
                  artifact_root: Path, lease_seconds: float = 60.0,
                  renew_every: float | None = None, retry_base: float = 2.0,
-                 retry_cap: float = 60.0) -> None:
+                 retry_cap: float = 60.0, tenant_id: str | None = None) -> None:
         self.db, self.clock, self.agents = db, clock, agents
+        self.tenant_id = tenant_id
         self.worker_id = worker_id
         self.artifact_root = artifact_root
         self.lease_seconds = lease_seconds
@@ -110,11 +113,13 @@ class Worker:
     async def claim(self) -> Mapping[str, Any] | None:
         """Take over one expired lease, or claim one due pending task."""
         now = self.clock.now()
-        rows = await self.db.fetch("tasks_take_over", now, 1, self.worker_id, self.lease_seconds)
+        rows = await self.db.fetch("tasks_take_over", now, 1, self.worker_id, self.lease_seconds,
+                                   self.tenant_id)
         if rows:
             await self.db.execute("runs_mark_lease_lost", rows[0]["tenant_id"], rows[0]["task_id"], now)
             return rows[0]
-        rows = await self.db.fetch("tasks_claim", now, 1, self.worker_id, self.lease_seconds)
+        rows = await self.db.fetch("tasks_claim", now, 1, self.worker_id, self.lease_seconds,
+                                   self.tenant_id)
         return rows[0] if rows else None
 
     async def execute(self, task: Mapping[str, Any]) -> TaskOutcome:

@@ -150,7 +150,7 @@ WHERE tenant_id = $1 AND definition_id = $2;
 UPDATE definitions
 SET effective_revision = $3, effective_since = $4, cursor_at = $5, slots_seen = 0,
     next_due_at = $6, status = $7, fence = fence + 1, updated_at = $4,
-    paused_at = CASE WHEN $7 = 'paused' THEN paused_at ELSE NULL END
+    paused_at = CASE WHEN $7 = 'paused' THEN paused_at ELSE NULL END, trigger_kind = $8
 WHERE tenant_id = $1 AND definition_id = $2
 RETURNING fence;
 
@@ -195,7 +195,7 @@ FROM definitions d
 JOIN definition_revisions r
   ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
  AND r.revision = d.effective_revision
-WHERE d.status = 'active' AND d.next_due_at <= $1
+WHERE d.status = 'active' AND d.trigger_kind = 'calendar' AND d.next_due_at <= $1
   AND (d.next_due_at, d.tenant_id, d.definition_id) > ($3::timestamptz, $4::text, $5::text)
 ORDER BY d.next_due_at, d.tenant_id, d.definition_id
 LIMIT $2;
@@ -313,9 +313,10 @@ RETURNING tenant_id, definition_id, slot;
 
 -- name: tasks_claim
 -- A worker claims due pending tasks; each gets a lease and a fresh fencing token.
+-- $5: only this tenant's tasks (a replay's worker), or NULL for all.
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
-    WHERE status = 'pending' AND not_before <= $1
+    WHERE status = 'pending' AND not_before <= $1 AND ($5::text IS NULL OR tenant_id = $5)
     ORDER BY not_before, task_id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -333,7 +334,7 @@ RETURNING t.*;
 -- Running tasks whose lease expired get a new owner and a newer fencing token.
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
-    WHERE status = 'running' AND lease_expires_at < $1
+    WHERE status = 'running' AND lease_expires_at < $1 AND ($5::text IS NULL OR tenant_id = $5)
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -448,10 +449,12 @@ SELECT * FROM reports WHERE tenant_id = $1 AND task_id = $2;
 -- name: deliveries_claim
 -- Several dispatchers never hold one row at once: SKIP LOCKED plus a lease. A row whose
 -- lease expired (its dispatcher died before recording) is taken over: attempt + 1, same id.
+-- $5: only this tenant's rows (a replay's dispatcher), or NULL for all.
 WITH c AS (
     SELECT tenant_id, delivery_id FROM deliveries
-    WHERE (status IN ('pending', 'retrying') AND next_attempt_at <= $1)
-       OR (status = 'delivering' AND lease_expires_at < $1)
+    WHERE ((status IN ('pending', 'retrying') AND next_attempt_at <= $1)
+           OR (status = 'delivering' AND lease_expires_at < $1))
+      AND ($5::text IS NULL OR tenant_id = $5)
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -777,3 +780,136 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 
 -- name: tenant_exists
 SELECT tenant_id FROM tenants WHERE tenant_id = $1;
+
+-- ---------------------------------------------------------------- conditions
+
+-- name: conditions_due_lock
+-- Poll phase 1: the condition definitions whose next poll is due; rows another
+-- supervisor holds are skipped (it polls them). $3: one tenant only (a replay), or NULL.
+SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
+       d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, r.spec_hash, r.spec
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+WHERE d.status = 'active' AND d.trigger_kind = 'condition' AND d.next_due_at <= $1
+  AND ($3::text IS NULL OR d.tenant_id = $3)
+ORDER BY d.next_due_at, d.tenant_id, d.definition_id
+LIMIT $2
+FOR UPDATE OF d SKIP LOCKED;
+
+-- name: condition_poll_claim
+INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
+                             revision, fence, condition_key, superseded, claimed_at,
+                             claimed_by, status, verdict, action, reason, decided_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+ON CONFLICT DO NOTHING
+RETURNING slot;
+
+-- name: poll_budget_for
+SELECT poll_limit, used FROM poll_budget_ledger
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND period_start = $4;
+
+-- name: poll_budget_consume
+INSERT INTO poll_budget_ledger AS b (tenant_id, definition_id, binding_id, period_start,
+                                     period_end, poll_limit, used)
+VALUES ($1, $2, $3, $4, $5, $6, 1)
+ON CONFLICT (tenant_id, definition_id, binding_id, period_start)
+DO UPDATE SET used = b.used + 1;
+
+-- name: condition_poll_get
+SELECT * FROM condition_polls
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4;
+
+-- name: condition_poll_lock
+SELECT status, action, task_id FROM condition_polls
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
+FOR UPDATE;
+
+-- name: condition_poll_decide
+UPDATE condition_polls
+SET status = 'decided', read_at = $5, verdict = $6, action = $7, reason = $8, task_id = $9,
+    decided_at = $10
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
+  AND status = 'reading';
+
+-- name: condition_polls_abandon
+-- Polls claimed by a poller that never decided them (it died between the read and the
+-- admission): decided 'abandoned', so the timeline has no hole and nothing waits.
+UPDATE condition_polls
+SET status = 'decided', action = 'abandoned', decided_at = $1,
+    reason = 'the poller stopped between reading the source and deciding; nothing admitted'
+WHERE status = 'reading' AND claimed_at < $2
+RETURNING tenant_id, definition_id, slot;
+
+-- name: condition_state_lock
+SELECT * FROM condition_state
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3
+FOR UPDATE;
+
+-- name: condition_state_upsert
+INSERT INTO condition_state (tenant_id, definition_id, binding_id, condition_key, revision,
+                             last_definite, latched, last_fired_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
+SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
+    last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
+    last_fired_at = EXCLUDED.last_fired_at, updated_at = EXCLUDED.updated_at;
+
+-- name: observation_receipts_insert
+INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject, source,
+                                  source_version, observation_id, value, unit, currency, as_of,
+                                  fetched_at, status, detail, verdict)
+SELECT $1, $2, $3, $4, i.*
+FROM unnest($5::text[], $6::text[], $7::text[], $8::text[], $9::numeric[], $10::text[],
+            $11::text[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[],
+            $16::text[]) AS i
+ON CONFLICT DO NOTHING;
+
+-- name: occurrence_insert
+-- A condition's occurrence (one per fired poll slot); the key is the claim.
+INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id,
+                         revision, scheduled_for, not_before, expires_at, zone, local_wall, fold,
+                         decision, reason, late, lateness_seconds, tzdata_version, decided_at,
+                         decided_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'UTC', $11, 0, $12, $13, false, 0, $14, $15,
+        $16)
+ON CONFLICT DO NOTHING
+RETURNING slot;
+
+-- name: definition_complete
+-- A first_match condition has fired: it polls no more.
+UPDATE definitions SET status = 'completed', next_due_at = NULL, updated_at = $3
+WHERE tenant_id = $1 AND definition_id = $2;
+
+-- name: condition_polls_page
+-- The poll timeline of one definition (or all of a tenant), oldest first.
+SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
+       p.superseded, p.status, p.read_at, p.verdict, p.action, p.reason, p.task_id,
+       p.decided_at,
+       (SELECT json_agg(json_build_object(
+                  'subject', o.subject, 'value', o.value::text, 'unit', o.unit,
+                  'currency', o.currency, 'source', o.source,
+                  'source_version', o.source_version,
+                  'as_of', to_char(o.as_of AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                  'status', o.status, 'verdict', o.verdict) ORDER BY o.subject)
+          FROM observation_receipts o
+         WHERE o.tenant_id = p.tenant_id AND o.definition_id = p.definition_id
+           AND o.binding_id = p.binding_id AND o.slot = p.slot) AS observations
+FROM condition_polls p
+WHERE p.tenant_id = $1 AND ($2::text IS NULL OR p.definition_id = $2)
+  AND ($3::timestamptz IS NULL OR p.scheduled_for >= $3)
+ORDER BY p.scheduled_for, p.definition_id
+LIMIT $4;
+
+-- name: task_id_for
+SELECT task_id FROM tasks
+WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4 AND kind = $5;
+
+-- name: replay_next_poll
+-- The earliest next poll of a replay tenant's active condition definitions.
+SELECT min(next_due_at) FROM definitions
+WHERE tenant_id = $1 AND status = 'active' AND trigger_kind = 'condition';
+
+-- name: definition_is_open
+SELECT status IN ('active', 'paused') FROM definitions WHERE tenant_id = $1 AND definition_id = $2;

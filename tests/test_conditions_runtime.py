@@ -1,0 +1,433 @@
+"""Conditional triggers in the runtime, on real PostgreSQL: the poll claim, the read
+outside any transaction, the admission transaction (fence, state, receipt, task), the
+polling budget, lost COMMIT acknowledgements and restarts (DESIGN "Conditions")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import pytest
+from _helpers import confirmed, definition, owner, tasks, utc
+from _pgproxy import Fault, PgProxy
+
+from runtime._agents import AgentCatalog
+from runtime._clock import FakeClock
+from runtime._conditions import poll_once
+from runtime._db import Database
+from runtime._definitions import confirm, pause, propose, resume
+from runtime._worker import Worker
+from sources import CallableSource, SourceRegistry
+from triggers import parse_spec
+
+pytestmark = pytest.mark.anyio
+
+HOUR = 3600.0
+
+
+def condition(predicate: dict[str, Any], *, mode: str = "every_edge", poll: str = "PT1H",
+              cooldown: str | None = None, source: str = "prices", version: str = "1",
+              **extra: Any) -> dict[str, Any]:
+    """A condition spec polling ``source`` every ``poll``."""
+    trigger: dict[str, Any] = {"type": "condition", "mode": mode,
+                               "source": {"name": source, "version": version},
+                               "poll_every": poll, "predicate": predicate}
+    if cooldown is not None:
+        trigger["cooldown"] = cooldown
+    return {"title": "price watch", "trigger": trigger, "delivery": [], **extra}
+
+
+class Script:
+    """A callable source answering from a script of values per poll instant."""
+
+    def __init__(self, values: dict[datetime, Any] | None = None, default: Any = None) -> None:
+        self.values = values or {}
+        self.default = default
+        self.calls: list[tuple[str, datetime]] = []
+
+    def __call__(self, subject: str, at: datetime) -> Any:
+        self.calls.append((subject, at))
+        return self.values.get(at, self.default)
+
+
+def registry_of(fn: Callable[[str, datetime], Any], *, unit: str = "USD/share",
+                currency: str | None = "USD", name: str = "prices",
+                version: str = "1", clock: FakeClock) -> SourceRegistry:
+    return SourceRegistry([CallableSource(name, version, fn, unit=unit, currency=currency,
+                                          now=clock.now)])
+
+
+async def polls(db: Database, definition_id: str = "d1") -> list[dict[str, Any]]:
+    rows = await db.pool.fetch("SELECT * FROM condition_polls WHERE definition_id = $1 "
+                               "ORDER BY scheduled_for", definition_id)
+    return [dict(r) for r in rows]
+
+
+async def step_hours(db: Database, clock: FakeClock, sources: SourceRegistry,
+                     hours: int, worker: Worker | None = None) -> list[Any]:
+    """Advance one hour at a time, polling at each (and running what was admitted, when
+    a worker is given); return every poll event."""
+    events = []
+    for _ in range(hours):
+        clock.advance(HOUR)
+        events += (await poll_once(db, clock, sources, actor="test")).events
+        while worker is not None and await worker.run_once() is not None:
+            pass
+    return events
+
+
+LE_10 = {"subject": "AAPL", "op": "<=", "threshold": "10 USD/share"}
+
+
+async def test_first_match_fires_once_and_completes(db: Database, clock: FakeClock) -> None:
+    values = {clock.now() + timedelta(hours=h): v for h, v in
+              [(1, 12), (2, 11), (3, 9.5), (4, 8), (5, 12), (6, 7)]}
+    sources = registry_of(Script(values), clock=clock)
+    await confirmed(db, clock, condition(LE_10, mode="first_match"))
+    events = await step_hours(db, clock, sources, 6)
+    assert [(e.verdict, e.action) for e in events] == [
+        ("false", "none"), ("false", "none"), ("true", "fired")]
+    fired = events[2]
+    assert fired.at == utc("2026-06-01T03:00Z") and fired.task_id is not None
+    rows = await tasks(db)
+    assert [r["task_id"] for r in rows] == [fired.task_id]
+    trigger = rows[0]["params"]["trigger"]
+    assert trigger["observations"][0]["value"] == "9.5"
+    assert trigger["observations"][0]["unit"] == "USD/share"
+    assert (await definition(db))["status"] == "completed"
+    state = await db.pool.fetchrow("SELECT * FROM condition_state")
+    assert state["latched"] is True
+
+
+async def test_every_edge_through_the_store(db: Database, clock: FakeClock,
+                                            tmp_path: Any) -> None:
+    """F,T,U,T,F,T,T: the unknown neither fires nor re-arms; two fires in all, each a
+    task whose params carry the observation."""
+    script = [11, 9, None, 9, 11, 9, 9]
+    values = {clock.now() + timedelta(hours=h + 1): v for h, v in enumerate(script)}
+    sources = registry_of(Script(values), clock=clock)
+    await confirmed(db, clock, condition(LE_10))
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    events = await step_hours(db, clock, sources, len(script), worker)
+    assert [(e.verdict, e.action) for e in events] == [
+        ("false", "none"), ("true", "fired"), ("unknown", "none"), ("true", "none"),
+        ("false", "none"), ("true", "fired"), ("true", "none")]
+    rows = await tasks(db)
+    assert [r["slot"] for r in rows] == ["2026-06-01T02:00:00Z", "2026-06-01T06:00:00Z"]
+    assert {r["kind"] for r in rows} == {"condition"}
+    stored = await polls(db)
+    assert [p["verdict"] for p in stored] == [e.verdict for e in events]
+    receipts = await db.pool.fetch("SELECT slot, value, status, verdict FROM observation_receipts "
+                                   "ORDER BY slot")
+    assert [(r["value"], r["status"]) for r in receipts][:3] == [
+        (Decimal("11"), "ok"), (Decimal("9"), "ok"), (None, "missing")]
+
+
+async def test_an_edge_during_an_overrun_stays_armed(db: Database, clock: FakeClock,
+                                                     tmp_path: Any) -> None:
+    """overrun = skip: an edge while the previous fire's task has not finished is
+    recorded skipped_overrun and is not consumed; the next true poll after the task
+    finished fires (the edge was never delivered)."""
+    script = [9, 11, 9, 9, 9]
+    values = {clock.now() + timedelta(hours=h + 1): v for h, v in enumerate(script)}
+    sources = registry_of(Script(values), clock=clock)
+    await confirmed(db, clock, condition(LE_10))
+    events = await step_hours(db, clock, sources, 3)  # no worker: task 1 still queued
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    while await worker.run_once() is not None:
+        pass
+    events += await step_hours(db, clock, sources, 2, worker)
+    assert [(e.verdict, e.action) for e in events] == [
+        ("true", "fired"), ("false", "none"), ("true", "skipped_overrun"), ("true", "fired"),
+        ("true", "none")]
+    assert "overrun" in events[2].reason
+    assert len(await tasks(db)) == 2
+
+
+async def test_cooldown_suppresses_and_records(db: Database, clock: FakeClock,
+                                               tmp_path: Any) -> None:
+    """Cooldown 10 min, polls every minute: edges at minutes 1 and 3 give one fire and
+    one suppressed_cooldown; the edge at minute 12 fires."""
+    script = {1: 9, 2: 11, 3: 9, 4: 11, 12: 9}
+    values = {clock.now() + timedelta(minutes=m): script.get(m, 11) for m in range(1, 13)}
+    sources = registry_of(Script(values), clock=clock)
+    await confirmed(db, clock, condition(LE_10, poll="PT1M", cooldown="PT10M"))
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    events = []
+    for _ in range(12):
+        clock.advance(60)
+        events += (await poll_once(db, clock, sources, actor="test")).events
+        while await worker.run_once() is not None:
+            pass
+    actions = {e.at.minute: e.action for e in events if e.action != "none"}
+    assert actions == {1: "fired", 3: "suppressed_cooldown", 12: "fired"}
+    assert len(await tasks(db)) == 2
+
+
+async def test_racing_pollers_poll_each_slot_once(db: Database, db_dsn: str,
+                                                  clock: FakeClock) -> None:
+    """Two supervisors poll the same due definitions at once: one poll per slot and
+    one task per fire, whoever wins."""
+    sources = registry_of(Script(default=9), clock=clock)
+    me = await owner(db, clock)
+    for n in range(20):
+        await confirmed(db, clock, condition(LE_10, mode="first_match"), definition_id=f"c{n}",
+                        principal=me)
+    clock.advance(HOUR)
+    async with Database.open(db_dsn, migrate=False, max_size=4) as other:
+        results: list[Any] = []
+
+        async def poller(database: Database, name: str) -> None:
+            results.append(await poll_once(database, clock, sources, actor=name, limit=7))
+
+        for _ in range(3):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poller, db, "a")
+                tg.start_soon(poller, other, "b")
+    fired = [e for r in results for e in r.events if e.action == "fired"]
+    assert sorted(e.definition_id for e in fired) == sorted(f"c{n}" for n in range(20))
+    count = await db.pool.fetchval("SELECT count(*) FROM condition_polls")
+    assert count == 20
+    assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 20
+
+
+async def test_reconfirm_during_the_read_is_fenced_out(db: Database, clock: FakeClock) -> None:
+    """The source is read outside any transaction; a revision confirmed meanwhile
+    fences the poll out (nothing admitted, the state untouched); the next poll fires
+    under the new revision."""
+    me = await owner(db, clock)
+    changed = False
+
+    async def read(subject: str, at: datetime) -> Any:
+        nonlocal changed
+        if not changed:
+            changed = True
+            spec = parse_spec({"version": 1, **condition(
+                {"subject": "AAPL", "op": "<=", "threshold": "12 USD/share"},
+                mode="first_match")})
+            proposal = await propose(db, clock, tenant_id="acme", definition_id="d1",
+                                     owner_user_id="alice", spec=spec, proposed_by="agent:test",
+                                     based_on=1)
+            await confirm(db, clock, me, definition_id="d1", revision=proposal.revision,
+                          spec_hash=proposal.spec_hash)
+        return 9
+
+    sources = registry_of(read, clock=clock)
+    await confirmed(db, clock, condition(LE_10, mode="first_match"), principal=me)
+    clock.advance(HOUR)
+    first = (await poll_once(db, clock, sources, actor="test")).events
+    assert [(e.action, e.revision) for e in first] == [("fenced_out", 1)]
+    assert "fence" in first[0].reason
+    assert await tasks(db) == []
+    assert await db.pool.fetchval("SELECT count(*) FROM condition_state") == 0
+    clock.advance(HOUR)
+    second = (await poll_once(db, clock, sources, actor="test")).events
+    assert [(e.action, e.revision) for e in second] == [("fired", 2)]
+    assert [r["revision"] for r in await tasks(db)] == [2]
+
+
+async def test_new_predicate_starts_fresh_and_same_predicate_keeps_the_latch(
+        db: Database, clock: FakeClock, tmp_path: Any) -> None:
+    """A first_match latch lives on the condition state, not in prunable history: it
+    survives deleting every poll, receipt and occurrence, and a revision that keeps the
+    source, predicate and mode keeps it. A revision with a changed threshold starts
+    fresh: its first true fires, tagged with the new revision."""
+    sources = registry_of(Script(default=9), clock=clock)
+    me = await owner(db, clock)
+    await confirmed(db, clock, condition(LE_10, mode="first_match"), principal=me)
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    assert [e.action for e in await step_hours(db, clock, sources, 1, worker)] == ["fired"]
+    async with db.transaction() as tx:  # prune every history row (tasks stay: reports)
+        await tx.raw.execute("DELETE FROM observation_receipts")
+        await tx.raw.execute("DELETE FROM condition_polls")
+
+    async def reconfirm(spec: dict[str, Any], based_on: int) -> None:
+        parsed = parse_spec({"version": 1, **spec})
+        proposal = await propose(db, clock, tenant_id="acme", definition_id="d1",
+                                 owner_user_id="alice", spec=parsed, proposed_by="agent:test",
+                                 based_on=based_on)
+        await confirm(db, clock, me, definition_id="d1", revision=proposal.revision,
+                      spec_hash=proposal.spec_hash)
+
+    await reconfirm(condition(LE_10, mode="first_match", poll="PT2H"), 1)  # same predicate
+    clock.advance(2 * HOUR)
+    kept = (await poll_once(db, clock, sources, actor="t")).events
+    assert [(e.action, e.revision) for e in kept] == [("none", 2)]
+    assert "latched" in kept[0].reason
+    await reconfirm(condition({**LE_10, "threshold": "9.5 USD/share"}, mode="first_match"), 2)
+    clock.advance(HOUR)
+    fresh = (await poll_once(db, clock, sources, actor="t")).events
+    assert [(e.action, e.revision) for e in fresh] == [("fired", 3)]
+    assert [r["revision"] for r in await tasks(db)] == [1, 3]
+
+
+async def test_poll_budget_counts_unknown_polls_and_never_refunds(
+        db: Database, clock: FakeClock) -> None:
+    """max_polls_per_period = 3 a day: three polls that return unknown use it up; the
+    fourth is denied_poll_budget and reads nothing; the next day has three again."""
+    script = Script(default=None)  # every read is missing -> unknown
+    sources = registry_of(script, clock=clock)
+    await confirmed(db, clock, condition(
+        LE_10, limits={"max_polls_per_period": 3, "period": "day"}))
+    events = await step_hours(db, clock, sources, 5)
+    assert [e.action for e in events] == ["none", "none", "none", "denied_poll_budget",
+                                          "denied_poll_budget"]
+    assert [e.verdict for e in events[:3]] == ["unknown"] * 3
+    assert len(script.calls) == 3
+    assert "polling budget exhausted: 3 of 3" in events[3].reason
+    ledger = await db.pool.fetch("SELECT period_start, used, poll_limit FROM poll_budget_ledger")
+    assert [(r["period_start"], r["used"], r["poll_limit"]) for r in ledger] == [
+        (utc("2026-06-01T00:00Z"), 3, 3)]
+    clock.set_wall(utc("2026-06-02T00:30Z"))
+    script.default = 9
+    next_day = await step_hours(db, clock, sources, 1)
+    assert [(e.at, e.action) for e in next_day] == [(utc("2026-06-02T01:00Z"), "fired")]
+
+
+@pytest.mark.parametrize(("unit", "currency", "value", "as_of_hours_ago", "why"), [
+    ("USD/share", "USD", None, 0, "is missing"),
+    ("USD/share", "USD", 9, 30, "older than its freshness"),
+    ("EUR/share", "EUR", 9, 0, "does not compare"),
+    ("meter", None, 9, 0, "does not compare"),
+    ("kilogram", None, 9, 0, "does not compare"),
+])
+async def test_unknown_readings_never_fire_or_rearm(
+        db: Database, clock: FakeClock, unit: str, currency: str | None, value: Any,
+        as_of_hours_ago: int, why: str) -> None:
+    """After a fire, readings that cannot be judged (missing, stale, another currency,
+    another dimension) are unknown: no fire, and they do not re-arm the edge, so the
+    true that follows them does not fire either."""
+    clean = registry_of(Script(default=9), clock=clock)
+    await confirmed(db, clock, condition({**LE_10, "freshness": "P1D"}))
+    first = await step_hours(db, clock, clean, 1)
+    assert [e.action for e in first] == ["fired"]
+
+    def bad(subject: str, at: datetime) -> Any:
+        return (value, at - timedelta(hours=as_of_hours_ago))
+
+    odd = SourceRegistry([CallableSource("prices", "1", bad, unit=unit, currency=currency,
+                                         now=clock.now)])
+    middle = await step_hours(db, clock, odd, 3)
+    assert [(e.verdict, e.action) for e in middle] == [("unknown", "none")] * 3
+    assert why in middle[0].reason
+    last = await step_hours(db, clock, clean, 1)
+    assert [(e.verdict, e.action) for e in last] == [("true", "none")]
+    assert len(await tasks(db)) == 1
+
+
+async def test_source_version_mismatch_is_unknown(db: Database, clock: FakeClock) -> None:
+    """A definition confirmed with source version 1 never reads version 2's numbers."""
+    sources = registry_of(Script(default=9), clock=clock, version="2")
+    await confirmed(db, clock, condition(LE_10))
+    events = await step_hours(db, clock, sources, 1)
+    assert [(e.verdict, e.action) for e in events] == [("unknown", "none")]
+    assert "version 2" in events[0].reason and "version 1" in events[0].reason
+    receipt = await db.pool.fetchrow("SELECT status, source_version FROM observation_receipts")
+    assert (receipt["status"], receipt["source_version"]) == ("failed", "2")
+
+
+async def test_the_report_says_why_it_ran(db: Database, clock: FakeClock, tmp_path: Any) -> None:
+    """The digest agent's report of a condition's task names the observation that fired
+    it: value, unit, as_of and source version."""
+    as_of = utc("2026-06-01T00:30Z")
+    sources = registry_of(lambda s, at: ("9.75", as_of), clock=clock)
+    await confirmed(db, clock, condition(LE_10, mode="first_match"))
+    await step_hours(db, clock, sources, 1)
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == "completed"
+    report = await db.pool.fetchval("SELECT content_md FROM reports")
+    assert "## Why it ran" in report
+    assert ("AAPL = 9.75 USD/share as of 2026-06-01T00:30:00Z (<= 10 USD/share: true; "
+            "source prices version 1") in report
+
+
+async def test_paused_condition_does_not_poll(db: Database, clock: FakeClock) -> None:
+    """Pause stops polling (and consumes no budget); resume polls from now on."""
+    script = Script(default=11)
+    sources = registry_of(script, clock=clock)
+    me = await confirmed(db, clock, condition(LE_10))
+    await pause(db, clock, me, "acme", "d1")
+    assert await step_hours(db, clock, sources, 3) == []
+    assert script.calls == []
+    await resume(db, clock, me, "acme", "d1")
+    events = await step_hours(db, clock, sources, 1)
+    assert [e.at for e in events] == [utc("2026-06-01T04:00Z")]
+
+
+async def test_missed_polls_are_counted_not_replayed(db: Database, clock: FakeClock) -> None:
+    """A poller down for 5 hours polls once (the latest slot): a condition is about now.
+    The poll row counts the 5 it superseded (00:00, the confirmation instant, to 04:00)."""
+    script = Script(default=11)
+    sources = registry_of(script, clock=clock)
+    await confirmed(db, clock, condition(LE_10))
+    clock.advance(5 * HOUR + 60)
+    events = (await poll_once(db, clock, sources, actor="t")).events
+    assert [e.at for e in events] == [utc("2026-06-01T05:00Z")]
+    assert [p["superseded"] for p in await polls(db)] == [5]
+    assert len(script.calls) == 1
+
+
+@pytest.fixture
+async def proxy(db_dsn: str) -> AsyncIterator[PgProxy]:
+    """A proxy in front of the test's database that can break one COMMIT."""
+    async with PgProxy(db_dsn) as running:
+        yield running
+
+
+@pytest.fixture
+async def proxied_db(proxy: PgProxy) -> AsyncIterator[Database]:
+    async with Database.open(proxy.dsn, migrate=False, min_size=1, max_size=2) as database:
+        yield database
+
+
+@pytest.mark.parametrize("fault", [Fault.DROP_ACK, Fault.DROP_COMMIT])
+async def test_lost_commit_after_a_first_match_admission(
+        db: Database, proxied_db: Database, proxy: PgProxy, clock: FakeClock,
+        fault: Fault) -> None:
+    """The admission transaction's COMMIT acknowledgement is lost (DROP_ACK: the server
+    committed; DROP_COMMIT: it never arrived). The poller settles the old session and
+    reads the poll back by its key: one task, the latch set, the definition completed;
+    the next polls fire nothing."""
+    sources = registry_of(Script(default=9), clock=clock)
+    await confirmed(db, clock, condition(LE_10, mode="first_match"))
+    clock.advance(HOUR)
+    proxy.arm(fault, after=1)  # the claim commits; the admission's COMMIT is broken
+    events = (await poll_once(proxied_db, clock, sources, actor="t")).events
+    assert proxy.statistics().faults == 1
+    assert [(e.action, e.recovered) for e in events] == [
+        ("fired", fault is Fault.DROP_ACK)]
+    rows = await tasks(db)
+    assert [r["task_id"] for r in rows] == [events[0].task_id]
+    state = await db.pool.fetchrow("SELECT latched FROM condition_state")
+    assert state["latched"] is True
+    assert (await definition(db))["status"] == "completed"
+    assert await step_hours(db, clock, sources, 3) == []
+    assert len(await tasks(db)) == 1
+    receipts = await db.pool.fetchval("SELECT count(*) FROM observation_receipts")
+    assert receipts == 1
+
+
+async def test_supervisor_polls_and_runs(db: Database, clock: FakeClock, tmp_path: Any) -> None:
+    """The supervisor's poll loop polls on the condition's grid under the fake clock;
+    its workers run what fired."""
+    from runtime._supervisor import Supervisor, SupervisorConfig
+
+    values = {clock.now() + timedelta(minutes=m): v for m, v in [(1, 11), (2, 9), (3, 9)]}
+    sources = registry_of(Script(values, default=11), clock=clock)
+    await confirmed(db, clock, condition(LE_10, poll="PT1M"))
+    config = SupervisorConfig(home=tmp_path, skew_budget=None, tick_seconds=1.0, workers=1)
+    supervisor = Supervisor(db, clock, config, sources=sources)
+    async with anyio.create_task_group() as tg:
+        await tg.start(supervisor.run)
+        for _ in range(4 * 60):
+            await supervisor.wait_idle()
+            clock.advance(1)
+        stats = await supervisor.wait_idle()
+        supervisor.stop()
+    # polls at 00:00 (the confirmation instant) to 00:04; the 00:02 edge fires
+    assert (stats.polls, stats.fires, stats.completed) == (5, 1, 1)
+    assert [r["slot"] for r in await tasks(db)] == ["2026-06-01T00:02:00Z"]
