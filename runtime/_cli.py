@@ -47,6 +47,7 @@ from ._history import HISTORY_STATUSES, HistoryQuery, history
 from ._manual import review, trigger_now
 from ._registry import Registry, ScheduleDef, register
 from ._render import definitions_table, history_table, preview_table
+from ._replay import load_replay_definitions, replay
 from ._scheduler import tick
 from ._settings import Settings
 from ._specfile import load_registrations, load_spec
@@ -159,6 +160,16 @@ def _instant(text: str, option: str) -> datetime:
     if value.tzinfo is None:
         raise _fail_input(SpecError(option, f"{text!r} has no UTC offset.", "add Z or +01:00."))
     return value
+
+
+def _duration_option(text: str, option: str) -> timedelta:
+    """Seconds or an ISO 8601 duration (``P1D``, ``PT30M``)."""
+    try:
+        return pydantic.TypeAdapter(timedelta).validate_python(
+            float(text) if text.replace(".", "", 1).isdigit() else text)
+    except pydantic.ValidationError as exc:
+        raise _fail_input(SpecError(option, f"{text!r} is not a duration.",
+                                    "write seconds (3600) or ISO 8601 (PT1H, P1D).")) from exc
 
 
 # ---------------------------------------------------------------- preview
@@ -622,6 +633,90 @@ async def _stop_on_signal(supervisor: Supervisor) -> None:
             err.print("stopping...")
             supervisor.stop()
             return
+
+
+@app.command("replay")
+def replay_cmd(
+    definitions: Annotated[Path, typer.Option(help="TOML/JSON with [[definitions]]: id + a "
+                                                   "condition spec.")],
+    series: Annotated[Path, typer.Option(help="CSV with header as_of,subject,value,unit,currency.")],
+    from_: Annotated[str | None, typer.Option("--from", help="Start (ISO 8601 with offset); "
+                                              "default: the series' first as_of.")] = None,
+    to: Annotated[str | None, typer.Option(help="End (ISO 8601 with offset); default: the "
+                                           "series' last as_of.")] = None,
+    poll_every: Annotated[str | None, typer.Option(help="Replace every definition's poll_every "
+                                                   "(seconds or ISO 8601, e.g. P1D).")] = None,
+    source_name: Annotated[str, typer.Option(help="The name the series is registered under "
+                                             "(definitions name it in trigger.source).")] = "series",
+    source_version: Annotated[str, typer.Option(help="The series' source version.")] = "1",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per event per line.")] = False,
+) -> None:
+    """Replay conditional definitions over a historical series on a virtual clock.
+
+    Prints the timeline (polls, verdicts, fires, suppressions, tasks); stores it in
+    PostgreSQL under a fresh tenant (named on stderr at the end)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sources import SeriesError, SeriesSource
+
+    settings = _settings()
+    every = None if poll_every is None else _duration_option(poll_every, "--poll-every")
+    try:
+        items = load_replay_definitions(definitions, min_interval=settings.min_interval_delta,
+                                        poll_every=every)
+    except SpecError as exc:
+        raise _fail_input(exc) from exc
+    try:
+        source = SeriesSource.from_csv(series, name=source_name, version=source_version)
+    except SeriesError as exc:
+        raise _fail_input(SpecError("--series", str(exc), "fix the file (see README 'Series "
+                                    "files').")) from exc
+    except OSError as exc:
+        raise _fail_input(SpecError("--series", f"cannot read {series}: {exc.strerror}.",
+                                    "check the path.")) from exc
+    span = source.span()
+    if span is None and (from_ is None or to is None):
+        raise _fail_input(SpecError("--series", f"{series} holds no rows.",
+                                    "give a series with rows, or --from and --to."))
+    start = _instant(from_, "--from") if from_ else span[0]  # type: ignore[index]
+    end = _instant(to, "--to") if to else span[1]  # type: ignore[index]
+    last: dict[str, str | None] = {}
+
+    def show(event: dict[str, Any]) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps(event) + "\n")
+            return
+        key = str(event["definition"])
+        changed = event["verdict"] is not None and last.get(key) != event["verdict"]
+        if event["verdict"] is not None:
+            last[key] = event["verdict"]
+        if event["action"] == "none" and not changed:
+            return
+        task = f" task {event['task']}" if event["task"] is not None else ""
+        verdict = event["verdict"] or "-"
+        out.print(f"{event['at']}  {key:<24} {verdict:<7} {event['action']:<20}{task}  "
+                  f"[dim]{event['reason']}[/]", highlight=False)
+
+    with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=err, transient=True) as progress:
+        bar = progress.add_task(format_utc(start), total=max((end - start).total_seconds(), 1))
+
+        def moved(at: datetime) -> None:
+            progress.update(bar, completed=(at - start).total_seconds(),
+                            description=format_utc(at)[:10])
+
+        async def run(db: Database, settings: Settings) -> Any:
+            try:
+                return await replay(db, items, source, start=start, end=end,
+                                    home=settings.home, on_event=show, on_progress=moved)
+            except SpecError as exc:
+                raise _fail_input(exc) from exc
+
+        summary = _with_db(run)
+    actions = ", ".join(f"{k} {v}" for k, v in sorted(summary.actions.items()))
+    err.print(f"replayed {format_utc(summary.start)} .. {format_utc(summary.end)}: "
+              f"{summary.polls} polls ({actions}); tasks {summary.tasks or 'none'}; "
+              f"stored under tenant {summary.tenant_id}")
 
 
 @app.command("tick")

@@ -1,0 +1,186 @@
+"""``watchkeeper replay`` on the real vega-datasets tables: the fire dates the replay
+stores in PostgreSQL equal the ones computed here, independently, from the raw files
+shipped in the ``vega-datasets`` package (read as CSV; the package is not imported,
+since that would import pandas)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime._db import Database
+from runtime._replay import load_replay_definitions, replay
+from sources import SeriesSource
+from triggers import SpecError
+from triggers._spec import DEFAULT_MIN_INTERVAL
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def vega_rows(name: str) -> list[dict[str, str]]:
+    spec = importlib.util.find_spec("vega_datasets")
+    assert spec is not None and spec.origin is not None, "pip install -e '.[test]'"
+    with (Path(spec.origin).parent / "_data" / name).open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def daily_polls(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def latest(series: dict[date, Decimal], day: date, freshness: timedelta) -> Decimal | None:
+    """The latest value known on ``day`` (as of that day or earlier), if fresh enough."""
+    known = [d for d in series if d <= day]
+    if not known or day - max(known) > freshness:
+        return None
+    return series[max(known)]
+
+
+def edge_fires(verdicts: list[tuple[date, bool | None]], cooldown: timedelta,
+               first_match: bool = False) -> list[date]:
+    """The oracle: a fire on a true whose previous definite verdict was not true, and at
+    least ``cooldown`` after the previous fire; unknown (None) is skipped entirely."""
+    fires: list[date] = []
+    previous: bool | None = None
+    for day, verdict in verdicts:
+        if verdict is None:
+            continue
+        if verdict and previous is not True and (not fires or day - fires[-1] >= cooldown):
+            fires.append(day)
+            if first_match:
+                break
+        previous = verdict
+    return fires
+
+
+async def stored_fires(db: Database, tenant: str, definition_id: str) -> list[date]:
+    """Fire dates as the replay stored them: polls decided 'fired', each with its task."""
+    rows = await db.pool.fetch(
+        "SELECT p.scheduled_for, t.status FROM condition_polls p JOIN tasks t "
+        "ON t.tenant_id = p.tenant_id AND t.task_id = p.task_id "
+        "WHERE p.tenant_id = $1 AND p.definition_id = $2 AND p.action = 'fired' "
+        "ORDER BY p.scheduled_for", tenant, definition_id)
+    assert {r["status"] for r in rows} <= {"completed"}
+    return [r["scheduled_for"].date() for r in rows]
+
+
+async def run_example(db: Database, tmp_path: Path, toml: str, csv_name: str,
+                      days: int | None = None) -> Any:
+    definitions = load_replay_definitions(EXAMPLES / "conditions" / toml,
+                                          min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / csv_name)
+    span = source.span()
+    assert span is not None
+    events: list[dict[str, Any]] = []
+    end = span[1] if days is None else span[0] + timedelta(days=days)
+    summary = await replay(db, definitions, source, start=span[0], end=end, home=tmp_path,
+                           on_event=events.append)
+    return summary, events
+
+
+async def test_stocks_example_fires_on_the_independently_computed_dates(
+        db: Database, tmp_path: Path) -> None:
+    """AAPL first at or below 10 USD/share (first_match) and MSFT at or above 30
+    USD/share (every_edge, cooldown 90 days), polled daily over vega's monthly closes."""
+    raw = vega_rows("stocks.csv")
+    prices: dict[str, dict[date, Decimal]] = {}
+    for row in raw:
+        day = datetime.strptime(row["date"], "%b %d %Y").date()  # noqa: DTZ007 - a calendar date
+        prices.setdefault(row["symbol"], {})[day] = Decimal(row["price"])
+    every_day = daily_polls(min(d for s in prices.values() for d in s),
+                            max(d for s in prices.values() for d in s))
+    fresh = timedelta(days=45)
+
+    def verdicts(symbol: str, test: Any) -> list[tuple[date, bool | None]]:
+        out = []
+        for day in every_day:
+            value = latest(prices[symbol], day, fresh)
+            out.append((day, None if value is None else test(value)))
+        return out
+
+    aapl = edge_fires(verdicts("AAPL", lambda v: v <= 10), timedelta(0), first_match=True)
+    msft = edge_fires(verdicts("MSFT", lambda v: v >= 30), timedelta(days=90))
+    assert aapl == [date(2000, 10, 1)]  # a sanity anchor: AAPL closed at 9.78 that month
+    assert len(msft) >= 3
+
+    summary, events = await run_example(db, tmp_path, "stocks.toml", "stocks.csv")
+
+    assert await stored_fires(db, summary.tenant_id, "aapl-first-at-or-below-10") == aapl
+    assert await stored_fires(db, summary.tenant_id, "msft-at-or-above-30") == msft
+    fired = [e for e in events if e["action"] == "fired"]
+    assert [(e["definition"], e["at"][:10]) for e in fired] == sorted(
+        [("aapl-first-at-or-below-10", d.isoformat()) for d in aapl]
+        + [("msft-at-or-above-30", d.isoformat()) for d in msft], key=lambda x: x[1])
+    assert summary.tasks == {"completed": len(aapl) + len(msft)}
+    # the first_match definition stopped polling on its fire; nothing stays open
+    statuses = await db.pool.fetch("SELECT definition_id, status FROM definitions "
+                                   "WHERE tenant_id = $1 ORDER BY definition_id", summary.tenant_id)
+    assert [tuple(r) for r in statuses] == [("aapl-first-at-or-below-10", "completed"),
+                                            ("msft-at-or-above-30", "cancelled")]
+    polls = await db.pool.fetchval(
+        "SELECT count(*) FROM condition_polls WHERE tenant_id = $1 AND definition_id = $2",
+        summary.tenant_id, "aapl-first-at-or-below-10")
+    assert polls == (aapl[0] - every_day[0]).days + 1
+
+
+async def test_seattle_example_fires_across_units(db: Database, tmp_path: Path) -> None:
+    """temp_max >= 86 degF over readings in degC: the edges computed here with the
+    exact formula F = C * 9/5 + 32 on vega's raw rows."""
+    raw = vega_rows("seattle-weather.csv")
+    temp = {date.fromisoformat(r["date"].replace("/", "-")): Decimal(r["temp_max"]) for r in raw}
+    every_day = daily_polls(min(temp), max(temp))
+    verdicts = []
+    for day in every_day:
+        value = latest(temp, day, timedelta(days=2))
+        verdicts.append((day, None if value is None else value * 9 / 5 + 32 >= 86))
+    expected = edge_fires(verdicts, timedelta(0))
+    assert len(expected) > 10
+
+    summary, events = await run_example(db, tmp_path, "seattle.toml", "seattle_weather.csv")
+
+    assert await stored_fires(db, summary.tenant_id, "seattle-86f") == expected
+    assert {e["verdict"] for e in events if e["action"] != "task_completed"} == {"true", "false"}
+    # a hot day that is not an edge (the day after an edge, still >= 30 degC) does not fire
+    stayed = [day for (day, v), (_, before) in zip(verdicts[1:], verdicts, strict=False)
+              if v and before]
+    assert stayed and not set(stayed) & set(expected)
+
+
+async def test_replay_polls_only_its_own_tenant(db: Database, tmp_path: Path) -> None:
+    """Two replays in one database: the second neither polls nor runs the first's
+    definitions (they are cancelled when it ends)."""
+    first, _ = await run_example(db, tmp_path, "seattle.toml", "seattle_weather.csv", 240)
+    second, events = await run_example(db, tmp_path, "seattle.toml", "seattle_weather.csv", 240)
+    assert first.tenant_id != second.tenant_id
+    assert {e["definition"] for e in events} == {"seattle-86f"}
+    counts = await db.pool.fetch("SELECT tenant_id, count(*) FROM condition_polls "
+                                 "GROUP BY tenant_id")
+    assert sorted(r["count"] for r in counts) == [first.polls, second.polls]
+    assert first.polls == second.polls == 241
+
+
+def test_definitions_file_errors_name_the_entry(tmp_path: Path) -> None:
+    path = tmp_path / "defs.toml"
+    path.write_text('[[definitions]]\nid = "a"\nversion = 1\n[definitions.trigger]\n'
+                    'type = "interval"\nevery = "PT1H"\n')
+    with pytest.raises(SpecError) as raised:
+        load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
+    assert raised.value.field == "definitions[0].trigger.type"
+    path.write_text('[[definitions]]\nid = "a"\nversion = 1\n[definitions.trigger]\n'
+                    'type = "condition"\nmode = "every_edge"\npoll_every = "P1D"\n'
+                    'source = { name = "series", version = "1" }\n'
+                    '[definitions.trigger.predicate]\nsubject = "x"\nop = "<="\n'
+                    'threshold = "10 parsecs_per_fortnight"\n')
+    with pytest.raises(SpecError) as raised:
+        load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
+    assert raised.value.field == "definitions[0].trigger.predicate.threshold"
+
