@@ -27,12 +27,14 @@ import pydantic
 import typer
 from rich.console import Console
 
+from sources import SourceRegistry
 from triggers import Importance, NoOccurrenceError, SpecError, format_utc, parse_spec, preview
 
 from . import _definitions as defs
 from . import _webhooks as webhooks
 from ._agents import AgentCatalog, CommandAgent
 from ._clock import SystemClock
+from ._conditions import poll_once
 from ._db import Database
 from ._deliveries import PgDeliveryStore
 from ._embedded import EmbeddedPostgresError, embedded_postgres
@@ -563,6 +565,43 @@ def _catalog(agents: list[str]) -> AgentCatalog:
     return catalog
 
 
+def _sources(target: str | None, series: list[str]) -> SourceRegistry:
+    """The condition sources of ``run``/``tick``: ``--sources module:attr`` (a
+    SourceRegistry, a list of sources, or a callable returning either) and ``--series
+    NAME[@VERSION]=CSV`` (a historical series; version 1 unless given)."""
+    from sources import SeriesError, SeriesSource, Source
+
+    found = SourceRegistry()
+    if target is not None:
+        module_name, _, attr = target.partition(":")
+        try:
+            value = getattr(importlib.import_module(module_name), attr or "SOURCES")
+        except (ImportError, AttributeError) as exc:
+            raise _fail_input(SpecError("--sources", f"cannot load {target!r}: {exc}.",
+                                        "give module:attribute of a list of sources.")) from exc
+        value = value() if callable(value) and not isinstance(value, SourceRegistry) else value
+        try:
+            items = list(value)
+        except TypeError:
+            items = [None]
+        if not all(isinstance(i, Source) for i in items):
+            raise _fail_input(SpecError("--sources", f"{target} is not a list of sources.",
+                                        "each needs name, version and async read(subject, at)."))
+        for item in items:
+            found.add(item)
+    for item in series:
+        label, sep, path = item.partition("=")
+        name, _, version = label.partition("@")
+        if not sep or not name or not path:
+            raise _fail_input(SpecError("--series", f"{item!r} is not NAME=CSV or NAME@VERSION=CSV.",
+                                        "e.g. --series prices@1=prices.csv."))
+        try:
+            found.add(SeriesSource.from_csv(Path(path), name=name, version=version or "1"))
+        except (SeriesError, OSError) as exc:
+            raise _fail_input(SpecError("--series", str(exc), "fix the file or path.")) from exc
+    return found
+
+
 def _schedules(target: str | None) -> Registry:
     if target is None:
         return Registry()
@@ -584,9 +623,12 @@ def run_cmd(
     workers: Annotated[int | None, typer.Option(min=1, max=64)] = None,
     schedules: Annotated[str | None, typer.Option(help="module:attr with operator ScheduleDefs.")] = None,
     agent: Annotated[list[str], typer.Option(help="NAME=COMMAND: a command agent.")] = [],  # noqa: B006
+    sources: Annotated[str | None, typer.Option(help="module:attr with condition sources.")] = None,
+    series: Annotated[list[str], typer.Option(help="NAME[@VERSION]=CSV: a series source.")] = [],  # noqa: B006
 ) -> None:
     """Run the supervisor until SIGINT/SIGTERM."""
     registry, catalog = _schedules(schedules), _catalog(agent)
+    found = _sources(sources, series)
 
     async def run(db: Database, settings: Settings) -> dict[str, Any]:
         config = SupervisorConfig(home=settings.home, workers=workers or settings.workers,
@@ -594,7 +636,8 @@ def run_cmd(
                                   tick_seconds=settings.tick_seconds,
                                   skew_budget=settings.clock_skew_budget,
                                   **_outbox_config(settings))
-        supervisor = Supervisor(db, SystemClock(), config, registry=registry, agents=catalog)
+        supervisor = Supervisor(db, SystemClock(), config, registry=registry, agents=catalog,
+                                sources=found)
         err.print(f"supervisor {config.supervisor_id} running ({config.workers} workers); "
                   "Ctrl-C to stop")
         try:
@@ -610,7 +653,8 @@ def run_cmd(
     logging.getLogger("watchkeeper").setLevel(logging.INFO)
     result = _with_db(run)
     stats = result["statistics"]
-    err.print(f"stopped: {stats.ticks} ticks, {stats.admitted} admitted, "
+    err.print(f"stopped: {stats.ticks} ticks, {stats.polls} polls ({stats.fires} fired), "
+              f"{stats.admitted} admitted, "
               f"task outcomes {stats.task_outcomes}, {stats.deliveries} notices delivered, "
               f"loop restarts {stats.restarts or 'none'}")
 
@@ -723,13 +767,24 @@ def replay_cmd(
 def tick_cmd(
     work: Annotated[bool, typer.Option(help="Also run due tasks and send due notices.")] = True,
     agent: Annotated[list[str], typer.Option(help="NAME=COMMAND: a command agent.")] = [],  # noqa: B006
+    sources: Annotated[str | None, typer.Option(help="module:attr with condition sources.")] = None,
+    series: Annotated[list[str], typer.Option(help="NAME[@VERSION]=CSV: a series source.")] = [],  # noqa: B006
 ) -> None:
-    """One tick, for hosts that drive watchkeeper from an external cron."""
+    """One tick (and one pass of the condition poller), for hosts that drive watchkeeper
+    from an external cron."""
     catalog = _catalog(agent)
+    found = _sources(sources, series)
 
     async def run(db: Database, settings: Settings) -> dict[str, Any]:
         clock = SystemClock()
         report = await tick(db, clock, actor="cli-tick")
+        polls: dict[str, int] = {}
+        while True:
+            polled = await poll_once(db, clock, found, actor="cli-tick")
+            for event in polled.events:
+                polls[event.action] = polls.get(event.action, 0) + 1
+            if polled.claimed < 200:
+                break
         done: dict[str, int] = {}
         sent: dict[str, int] = {}
         if work:
@@ -751,7 +806,7 @@ def tick_cmd(
             finally:
                 await close_channels(channels)
         return {"decisions": dict(report.decisions), "ranges": report.ranges,
-                "fenced_out": report.fenced_out, "tasks": done,
+                "fenced_out": report.fenced_out, "polls": polls, "tasks": done,
                 "deliveries": {k: v for k, v in sent.items() if v}}
     _json(_with_db(run))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -68,3 +68,7 @@ class SourceRegistry:
 
     def __len__(self) -> int:
         return len(self._sources)
+
+    def __iter__(self) -> Iterator[Source]:
+        """The registered sources, by name."""
+        return iter([source for _, source in sorted(self._sources.items())])

@@ -264,3 +264,80 @@ async def test_outbox_commands_refuse_bad_input_with_exit_2(db: Database, db_dsn
         busy.close()
     _, out, _ = await cli("status", "--json", dsn=db_dsn, home=tmp_path)
     assert json.loads(out) == {"supervisors": [], "deliveries": {}, "oldest_due": None}
+
+
+REPLAY_DEFS = """
+[[definitions]]
+id = "dip"
+version = 1
+delivery = []
+[definitions.trigger]
+type = "condition"
+mode = "every_edge"
+source = { name = "series", version = "1" }
+poll_every = "P1D"
+[definitions.trigger.predicate]
+subject = "X"
+op = "<="
+threshold = "10 USD/share"
+"""
+
+
+async def test_replay_json_lines_are_the_stable_contract(db: Database, db_dsn: str,
+                                                         tmp_path: Path) -> None:
+    """One JSON object per line: at, definition, subject, verdict, action, reason, task;
+    a missing cell is unknown (neither fires nor re-arms), a EUR price does not compare."""
+    (tmp_path / "defs.toml").write_text(REPLAY_DEFS)
+    (tmp_path / "series.csv").write_text(
+        "as_of,subject,value,unit,currency\n"
+        "2024-01-01,X,12,USD/share,USD\n"
+        "2024-01-02,X,9,USD/share,USD\n"
+        "2024-01-03,X,,USD/share,USD\n"
+        "2024-01-04,X,8,USD/share,USD\n"
+        "2024-01-05,X,11,USD/share,USD\n"
+        "2024-01-06,X,9,EUR/share,EUR\n"
+        "2024-01-07,X,9,USD/share,USD\n")
+    _, out, err = await cli("replay", "--definitions", str(tmp_path / "defs.toml"),
+                            "--series", str(tmp_path / "series.csv"), "--json",
+                            dsn=db_dsn, home=tmp_path)
+    lines = [json.loads(line) for line in out.splitlines()]
+    polls = [e for e in lines if not e["action"].startswith("task_")]
+    assert [(e["at"], e["verdict"], e["action"]) for e in polls] == [
+        ("2024-01-01T00:00:00Z", "false", "none"),
+        ("2024-01-02T00:00:00Z", "true", "fired"),
+        ("2024-01-03T00:00:00Z", "unknown", "none"),
+        ("2024-01-04T00:00:00Z", "true", "none"),
+        ("2024-01-05T00:00:00Z", "false", "none"),
+        ("2024-01-06T00:00:00Z", "unknown", "none"),
+        ("2024-01-07T00:00:00Z", "true", "fired")]
+    assert {k for e in lines for k in ("at", "definition", "subject", "verdict", "action",
+                                       "reason", "task") if k not in e} == set()
+    fired = [e for e in polls if e["action"] == "fired"]
+    done = [e for e in lines if e["action"] == "task_completed"]
+    assert [e["task"] for e in done] == [e["task"] for e in fired]
+    assert all(e["subject"] == "X" and e["definition"] == "dip" for e in polls)
+    assert "7 polls" in err and "stored under tenant replay-" in err
+    tenant = err.split("stored under tenant ")[1].split()[0]
+    rows = await db.pool.fetch("SELECT slot FROM tasks WHERE tenant_id = $1 ORDER BY slot", tenant)
+    assert [r["slot"] for r in rows] == ["2024-01-02T00:00:00Z", "2024-01-07T00:00:00Z"]
+
+
+@pytest.mark.parametrize(("series", "defs", "words"), [
+    ("as_of,subject,value\n", REPLAY_DEFS, "--series"),
+    ("as_of,subject,value,unit,currency\n2024-01-01,X,ten,USD/share,USD\n", REPLAY_DEFS,
+     "series.csv:2: value 'ten' is not a number"),
+    ("as_of,subject,value,unit,currency\n2024-01-01,X,1,USD/share,USD\n",
+     REPLAY_DEFS.replace("10 USD/share", "10 USD/parsec_per_glorp"),
+     "definitions[0].trigger.predicate.threshold"),
+    ("as_of,subject,value,unit,currency\n2024-01-01,X,1,USD/share,USD\n",
+     REPLAY_DEFS.replace('version = "1"', 'version = "2"'), "dip.trigger.source"),
+])
+async def test_replay_bad_input_exits_2(db_dsn: str, tmp_path: Path, series: str, defs: str,
+                                        words: str) -> None:
+    (tmp_path / "defs.toml").write_text(defs)
+    (tmp_path / "series.csv").write_text(series)
+    code, _, err = await cli("replay", "--definitions", str(tmp_path / "defs.toml"),
+                             "--series", str(tmp_path / "series.csv"), "--to",
+                             "2024-01-05T00:00:00Z", dsn=db_dsn, home=tmp_path, check=False)
+    assert code == 2, err
+    assert words in " ".join(err.split())
