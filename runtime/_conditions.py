@@ -70,6 +70,9 @@ log = logging.getLogger("watchkeeper.conditions")
 
 ABANDON_AFTER = timedelta(minutes=10)
 """A poll still ``reading`` this long after its claim is decided ``abandoned``."""
+DECIDE_CHUNK = 50
+"""Polls decided per admission transaction: each is decided on its own (its own fence,
+revision and state checks, its own receipt), but one COMMIT covers the chunk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +167,9 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     async with anyio.create_task_group() as tg:
         for index, claim in enumerate(claims):
             tg.start_soon(read, index, claim)
-    for index, claim in enumerate(claims):
-        read_at, observations = readings[index]
-        report.events.append(await _decide_durably(db, clock, claim, read_at, observations,
+    decided = [(claim, *readings[index]) for index, claim in enumerate(claims)]
+    for start in range(0, len(decided), DECIDE_CHUNK):
+        report.events.extend(await _decide_durably(db, clock, decided[start:start + DECIDE_CHUNK],
                                                    actor, registry or Registry()))
     return report
 
@@ -281,70 +284,81 @@ def _unusable(name: str, version: str, subject: str, at: datetime, status: Obser
 # ---------------------------------------------------------------- step 3: decide
 
 
-async def _decide_durably(db: Database, clock: Clock, claim: _Claim, read_at: datetime,
-                          observations: Mapping[str, Observation], actor: str,
-                          registry: Registry) -> PollEvent:
-    """Decide one poll; after a lost COMMIT acknowledgement, settle and read it back."""
-    evaluation = evaluate(claim.trigger.predicate, observations, read_at)
+async def _decide_durably(db: Database, clock: Clock,
+                          chunk: list[tuple[_Claim, datetime, Mapping[str, Observation]]],
+                          actor: str, registry: Registry) -> list[PollEvent]:
+    """Decide a chunk of polls in one transaction; after a lost COMMIT
+    acknowledgement, settle it and read each poll back by its key, deciding (alone)
+    only those that did not commit. Nothing is decided twice."""
+    evaluated = [(claim, read_at, evaluate(claim.trigger.predicate, observations, read_at))
+                 for claim, read_at, observations in chunk]
     try:
-        return await _decide(db, clock, claim, read_at, evaluation, actor, registry)
+        async with db.transaction() as tx:
+            return [await _decide(tx, clock, claim, read_at, evaluation, actor, registry)
+                    for claim, read_at, evaluation in evaluated]
     except CommitOutcomeUnknown as lost:
         await db.settle(lost)
+    events = []
+    for claim, read_at, evaluation in evaluated:
         row = await db.fetchrow("condition_poll_get", claim.item.tenant_id,
                                 claim.item.definition_id, USER_BINDING_ID, claim.slot.key)
         if row is not None and row["status"] == "decided":
             log.warning("lost COMMIT acknowledgement: poll %s of %s was decided (%s)",
                         claim.slot.key, claim.item.definition_id, row["action"])
-            return _event(claim, evaluation, row["action"], row["reason"], row["task_id"],
-                          recovered=True)
-        return await _decide(db, clock, claim, read_at, evaluation, actor, registry)
+            events.append(_event(claim, evaluation, row["action"], row["reason"], row["task_id"],
+                                 recovered=True))
+            continue
+        async with db.transaction() as tx:
+            events.append(await _decide(tx, clock, claim, read_at, evaluation, actor, registry))
+    return events
 
 
-async def _decide(db: Database, clock: Clock, claim: _Claim, read_at: datetime,
+async def _decide(tx: Connection, clock: Clock, claim: _Claim, read_at: datetime,
                   evaluation: Evaluation, actor: str, registry: Registry) -> PollEvent:
+    """Decide one poll inside ``tx`` (see the module docstring, step 3); the caller's
+    transaction may hold several polls."""
     item, trigger, slot = claim.item, claim.trigger, claim.slot
     binding_id = USER_BINDING_ID
     now = clock.now()
-    async with db.transaction() as tx:
-        poll = await tx.fetchrow("condition_poll_lock", item.tenant_id, item.definition_id,
-                                 binding_id, slot.key)
-        if poll is None or poll["status"] != "reading":
-            # decided already (an abandoned sweep, or our own commit read back)
-            action = poll["action"] if poll else "abandoned"
-            return _event(claim, evaluation, action, "already decided", poll and poll["task_id"])
-        row = await tx.fetchrow("definition_lock", item.tenant_id, item.definition_id)
-        if (row is None or row["status"] != "active" or row["fence"] != item.fence
-                or row["effective_revision"] != item.revision):
-            now_fence = None if row is None else row["fence"]
-            reason = (f"the definition changed while its source was read (fence {item.fence} -> "
-                      f"{now_fence}, revision {item.revision} -> "
-                      f"{None if row is None else row['effective_revision']}); nothing admitted")
-            await _record(tx, claim, read_at, evaluation, "fenced_out", reason, None, now)
-            return _event(claim, evaluation, "fenced_out", reason, None)
-        state_row = await tx.fetchrow("condition_state_lock", item.tenant_id, item.definition_id,
-                                      binding_id)
-        state = _state(state_row, trigger.condition_key)
-        edge = step(state, evaluation.verdict, read_at, trigger.mode, trigger.cooldown)
-        action, reason, task_id, new_state = edge.action.value, edge.reason, None, edge.state
-        if edge.action is EdgeAction.FIRE:
-            decision, why, task_id = await _admit(tx, claim, evaluation, read_at, now, actor,
-                                                  registry)
-            if decision is Decision.ADMITTED:
-                reason = f"{edge.reason}; {evaluation.reason}"
-                if trigger.mode.value == "first_match":
-                    await tx.execute("definition_complete", item.tenant_id, item.definition_id, now)
-            else:
-                action, reason, new_state = decision.value, f"{edge.reason}, but {why}", \
-                    not_admitted(state)
-        elif edge.action is EdgeAction.SUPPRESSED_COOLDOWN:
-            reason = edge.reason
+    poll = await tx.fetchrow("condition_poll_lock", item.tenant_id, item.definition_id,
+                             binding_id, slot.key)
+    if poll is None or poll["status"] != "reading":
+        # decided already (an abandoned sweep, or our own commit read back)
+        action = poll["action"] if poll else "abandoned"
+        return _event(claim, evaluation, action, "already decided", poll and poll["task_id"])
+    row = await tx.fetchrow("definition_lock", item.tenant_id, item.definition_id)
+    if (row is None or row["status"] != "active" or row["fence"] != item.fence
+            or row["effective_revision"] != item.revision):
+        now_fence = None if row is None else row["fence"]
+        reason = (f"the definition changed while its source was read (fence {item.fence} -> "
+                  f"{now_fence}, revision {item.revision} -> "
+                  f"{None if row is None else row['effective_revision']}); nothing admitted")
+        await _record(tx, claim, read_at, evaluation, "fenced_out", reason, None, now)
+        return _event(claim, evaluation, "fenced_out", reason, None)
+    state_row = await tx.fetchrow("condition_state_lock", item.tenant_id, item.definition_id,
+                                  binding_id)
+    state = _state(state_row, trigger.condition_key)
+    edge = step(state, evaluation.verdict, read_at, trigger.mode, trigger.cooldown)
+    action, reason, task_id, new_state = edge.action.value, edge.reason, None, edge.state
+    if edge.action is EdgeAction.FIRE:
+        decision, why, task_id = await _admit(tx, claim, evaluation, read_at, now, actor,
+                                              registry)
+        if decision is Decision.ADMITTED:
+            reason = f"{edge.reason}; {evaluation.reason}"
+            if trigger.mode.value == "first_match":
+                await tx.execute("definition_complete", item.tenant_id, item.definition_id, now)
         else:
-            reason = f"{evaluation.reason} ({edge.reason})" if evaluation.reason != edge.reason \
-                else edge.reason
-        await tx.execute("condition_state_upsert", item.tenant_id, item.definition_id, binding_id,
-                         trigger.condition_key, item.revision, new_state.last_definite,
-                         new_state.latched, new_state.last_fired_at, now)
-        await _record(tx, claim, read_at, evaluation, action, reason, task_id, now)
+            action, reason, new_state = decision.value, f"{edge.reason}, but {why}", \
+                not_admitted(state)
+    elif edge.action is EdgeAction.SUPPRESSED_COOLDOWN:
+        reason = edge.reason
+    else:
+        reason = f"{evaluation.reason} ({edge.reason})" if evaluation.reason != edge.reason \
+            else edge.reason
+    await tx.execute("condition_state_upsert", item.tenant_id, item.definition_id, binding_id,
+                     trigger.condition_key, item.revision, new_state.last_definite,
+                     new_state.latched, new_state.last_fired_at, now)
+    await _record(tx, claim, read_at, evaluation, action, reason, task_id, now)
     return _event(claim, evaluation, action, reason, task_id)
 
 
@@ -392,6 +406,7 @@ async def _admit(tx: Connection, claim: _Claim, evaluation: Evaluation, read_at:
                              "threshold": leaf.comparison.threshold}
                              for leaf in evaluation.leaves if leaf.observation is not None]}
     await insert_tasks(tx, [(*row[:10], params, *row[11:])], now)
+    await tx.execute("stage_tasks_clear")  # the next poll of this transaction stages anew
     if verdict.consumes_budget and key in periods:
         start, end, limit = periods[key]
         await tx.execute("budget_consume", [key[0]], [key[1]], [key[2]], [start], [end], [limit])

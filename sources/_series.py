@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from triggers import Observation, ObservationStatus, format_utc
+from triggers import Observation, ObservationStatus, format_utc, in_range
 
 __all__ = ["HEADER", "SeriesError", "SeriesRow", "SeriesSource", "read_series_csv"]
 
@@ -76,6 +76,9 @@ def parse_value(text: str, where: str) -> Decimal | None:
         return None
     if not value.is_finite():
         raise SeriesError(f"{where}: value {text!r} is not finite")
+    if not in_range(value):
+        raise SeriesError(f"{where}: value {text!r} is out of range (at most 40 significant "
+                          "digits, magnitude 1e-100 to 1e100)")
     return value
 
 

@@ -335,3 +335,17 @@ def test_condition_key_tracks_source_predicate_and_mode() -> None:
     assert parse_spec(slower).trigger.condition_key == key
     moved = trigger_spec({"subject": "a", "op": "<=", "threshold": "2 USD"})
     assert parse_spec(moved).trigger.condition_key != key
+
+
+def test_huge_numbers_are_refused_or_unknown() -> None:
+    """Exact conversion makes a Fraction: 1e999999999 would be a billion-digit integer.
+    A threshold out of range is refused at proposal; a reading out of range is unknown."""
+    with pytest.raises(SpecError) as raised:
+        predicate({"subject": "x", "op": "<=", "threshold": "1e999999999 USD"})
+    assert raised.value.field == "trigger.predicate.threshold"
+    assert "out of range" in str(raised.value)
+    result = evaluate(predicate({"subject": "x", "op": "<=", "threshold": "10 USD/share"}),
+                      {"x": obs("x", "1e999999999")}, NOW)
+    assert result.verdict is U and "out of range" in result.reason
+    assert verdict({"subject": "x", "op": ">=", "threshold": "1e99 USD/share"},
+                   {"x": obs("x", "2e99")}) is T

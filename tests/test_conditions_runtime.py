@@ -389,26 +389,30 @@ async def test_lost_commit_after_a_first_match_admission(
         db: Database, proxied_db: Database, proxy: PgProxy, clock: FakeClock,
         fault: Fault) -> None:
     """The admission transaction's COMMIT acknowledgement is lost (DROP_ACK: the server
-    committed; DROP_COMMIT: it never arrived). The poller settles the old session and
-    reads the poll back by its key: one task, the latch set, the definition completed;
-    the next polls fire nothing."""
+    committed; DROP_COMMIT: it never arrived) while it decides three first_match polls.
+    The poller settles the old session and reads each poll back by its key: one task
+    each, the latches set, the definitions completed; the next polls fire nothing."""
     sources = registry_of(Script(default=9), clock=clock)
-    await confirmed(db, clock, condition(LE_10, mode="first_match"))
+    me = await owner(db, clock)
+    for name in ("d1", "d2", "d3"):
+        await confirmed(db, clock, condition(LE_10, mode="first_match"), definition_id=name,
+                        principal=me)
     clock.advance(HOUR)
     proxy.arm(fault, after=1)  # the claim commits; the admission's COMMIT is broken
     events = (await poll_once(proxied_db, clock, sources, actor="t")).events
     assert proxy.statistics().faults == 1
-    assert [(e.action, e.recovered) for e in events] == [
-        ("fired", fault is Fault.DROP_ACK)]
-    rows = await tasks(db)
-    assert [r["task_id"] for r in rows] == [events[0].task_id]
-    state = await db.pool.fetchrow("SELECT latched FROM condition_state")
-    assert state["latched"] is True
-    assert (await definition(db))["status"] == "completed"
+    assert [(e.definition_id, e.action, e.recovered) for e in events] == [
+        (name, "fired", fault is Fault.DROP_ACK) for name in ("d1", "d2", "d3")]
+    rows = await db.pool.fetch("SELECT definition_id, task_id FROM tasks ORDER BY definition_id")
+    assert [(r["definition_id"], r["task_id"]) for r in rows] == [
+        (e.definition_id, e.task_id) for e in events]
+    latched = await db.pool.fetch("SELECT latched FROM condition_state")
+    assert [r["latched"] for r in latched] == [True] * 3
+    statuses = await db.pool.fetch("SELECT status FROM definitions")
+    assert {r["status"] for r in statuses} == {"completed"}
     assert await step_hours(db, clock, sources, 3) == []
-    assert len(await tasks(db)) == 1
-    receipts = await db.pool.fetchval("SELECT count(*) FROM observation_receipts")
-    assert receipts == 1
+    assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 3
+    assert await db.pool.fetchval("SELECT count(*) FROM observation_receipts") == 3
 
 
 async def test_supervisor_polls_and_runs(db: Database, clock: FakeClock, tmp_path: Any) -> None:

@@ -97,6 +97,7 @@ from ._spec import parse_spec as parse_spec
 from ._units import Quantity as Quantity
 from ._units import Unit as Unit
 from ._units import check_unit as check_unit
+from ._units import in_range as in_range
 from ._units import parse_quantity as parse_quantity
 from ._units import registry as unit_registry
 from ._units import threshold_in as threshold_in
@@ -126,5 +127,5 @@ __all__ = [
     "Evaluation", "Leaf", "NotOf", "Predicate", "Verdict", "evaluate", "subjects_of",
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
-    "unit_registry", "threshold_in",
+    "unit_registry", "in_range", "threshold_in",
 ]

@@ -6,7 +6,8 @@ predicates, at most 4 levels deep and 16 comparisons in all. Evaluation is Kleen
 strong three-valued logic:
 
 * a comparison is ``unknown`` when its observation is absent, missing, failed, timed
-  out, from the future, older than the comparison's ``freshness``, in another currency,
+  out, from the future, older than the comparison's ``freshness``, out of range
+  (:func:`triggers._units.in_range`), in another currency,
   or in a unit that does not compare (another dimension; an absolute temperature
   against a difference). A stale quote or a number in another currency is never
   evidence that the condition is false;
@@ -33,7 +34,15 @@ from pydantic import ConfigDict, Discriminator, Field, Tag
 from ._errors import SpecError
 from ._observations import Observation, ObservationStatus
 from ._slots import format_utc
-from ._units import Quantity, check_unit, comparable, parse_quantity, quantity_of, threshold_in
+from ._units import (
+    Quantity,
+    check_unit,
+    comparable,
+    in_range,
+    parse_quantity,
+    quantity_of,
+    threshold_in,
+)
 
 __all__ = ["MAX_DEPTH", "MAX_LEAVES", "AllOf", "AnyOf", "Comparison", "Evaluation", "Leaf",
            "NotOf", "Predicate", "Verdict", "check_bounds", "evaluate", "subjects_of"]
@@ -299,6 +308,9 @@ def compare(comparison: Comparison, observation: Observation | None, now: dateti
         return Leaf(comparison, Verdict.UNKNOWN,
                     f"unknown: {subject} as of {format_utc(observation.as_of)} is older than "
                     f"its freshness {_duration(comparison.freshness)}", observation)
+    if not in_range(observation.value):
+        return Leaf(comparison, Verdict.UNKNOWN,
+                    f"unknown: {subject} value {observation.value} is out of range", observation)
     folded = quantity_of(observation.value, observation.unit, observation.currency)
     shown = f"{observation.value} {observation.unit or ''}".strip()
     if folded is None:

@@ -297,7 +297,7 @@ class ConditionTrigger(_Model):
         """The poll schedule (like an interval: DST-free)."""
         return IntervalSchedule(self.poll_every, self.anchor)
 
-    @property
+    @functools.cached_property
     def condition_key(self) -> str:
         """SHA-256 of the source, predicate and mode: a new revision that keeps them
         keeps the condition's state (latch, last verdict, cooldown); one that changes

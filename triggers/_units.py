@@ -33,8 +33,26 @@ from typing import Any
 
 from ._errors import SpecError
 
-__all__ = ["Quantity", "Unit", "check_unit", "comparable", "parse_quantity", "quantity_of",
-           "registry", "threshold_in"]
+__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "Quantity", "Unit", "check_unit", "comparable",
+           "in_range", "parse_quantity", "quantity_of", "registry", "threshold_in"]
+
+MAX_DIGITS = 40
+"""Significant digits a value or threshold may have."""
+MAX_EXPONENT = 100
+"""Largest decimal exponent (either sign) of a value or threshold: exact conversion
+turns a number into a Fraction, and 1e999999999 would be a billion-digit integer."""
+
+
+def in_range(value: Decimal) -> bool:
+    """Whether ``value`` is finite, has at most :data:`MAX_DIGITS` significant digits and
+    lies within 1e-100 .. 1e100 in magnitude (or is zero)."""
+    if not value.is_finite():
+        return False
+    if value.is_zero():
+        return True
+    return (len(value.as_tuple().digits) <= MAX_DIGITS
+            and -MAX_EXPONENT <= value.adjusted() <= MAX_EXPONENT)
+
 
 _QUANTITY = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*")
 
@@ -116,7 +134,8 @@ def parse_quantity(text: str, field: str = "threshold") -> Quantity:
     """``"86 degF"`` -> Quantity(Decimal("86"), degF); ``"5000"`` is dimensionless.
 
     Raises:
-        SpecError: naming ``field``: no number first, or a bad unit.
+        SpecError: naming ``field``: no number first, a number out of range
+            (:func:`in_range`), or a bad unit.
     """
     match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
     if match is None:
@@ -126,6 +145,10 @@ def parse_quantity(text: str, field: str = "threshold") -> Quantity:
         magnitude = Decimal(match.group(1))
     except InvalidOperation as exc:  # pragma: no cover - the pattern admits only numbers
         raise SpecError(field, f"{match.group(1)!r} is not a number.", "e.g. '10.5'.") from exc
+    if not in_range(magnitude):
+        raise SpecError(field, f"{match.group(1)!r} is out of range (at most {MAX_DIGITS} "
+                        f"significant digits, magnitude 1e-{MAX_EXPONENT} to 1e{MAX_EXPONENT}).",
+                        "write the threshold in a unit that keeps the number moderate.")
     return Quantity(magnitude, check_unit(match.group(2), field))
 
 

@@ -913,3 +913,8 @@ WHERE tenant_id = $1 AND status = 'active' AND trigger_kind = 'condition';
 
 -- name: definition_is_open
 SELECT status IN ('active', 'paused') FROM definitions WHERE tenant_id = $1 AND definition_id = $2;
+
+-- name: stage_tasks_clear
+-- Empty the session's task staging table inside a transaction that admits several
+-- times (the condition poller decides a chunk of polls per transaction).
+DELETE FROM wk_stage_tasks;
