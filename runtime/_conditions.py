@@ -342,7 +342,7 @@ async def _decide(tx: Connection, clock: Clock, claim: _Claim, read_at: datetime
     action, reason, task_id, new_state = edge.action.value, edge.reason, None, edge.state
     if edge.action is EdgeAction.FIRE:
         decision, why, task_id = await _admit(tx, claim, evaluation, read_at, now, actor,
-                                              registry)
+                                              registry, edge.reason)
         if decision is Decision.ADMITTED:
             reason = f"{edge.reason}; {evaluation.reason}"
             if trigger.mode.value == "first_match":
@@ -370,7 +370,8 @@ def _state(row: Any, key: str) -> ConditionState:
 
 
 async def _admit(tx: Connection, claim: _Claim, evaluation: Evaluation, read_at: datetime,
-                 now: datetime, actor: str, registry: Registry) -> tuple[Decision, str, int | None]:
+                 now: datetime, actor: str, registry: Registry,
+                 edge_reason: str) -> tuple[Decision, str, int | None]:
     """The fire's admission: overrun and task budget as for any occurrence; the
     occurrence (kind ``condition``) and its task, with the observations that fired it."""
     item, slot = claim.item, claim.slot
@@ -392,7 +393,9 @@ async def _admit(tx: Connection, claim: _Claim, evaluation: Evaluation, read_at:
     claimed = await tx.fetchval(
         "occurrence_insert", tenant_id, item.definition_id, binding_id, slot.key, "condition",
         item.tenant_id, item.revision, slot.scheduled_for, timing.not_before, timing.expires_at,
-        slot.wall, verdict.decision.value, verdict.reason, tzdata_version(), now, actor)
+        slot.wall, verdict.decision.value,
+        f"{edge_reason}; {evaluation.reason}" if verdict.decision is Decision.ADMITTED
+        else verdict.reason, tzdata_version(), now, actor)
     if claimed is None:
         return Decision.SKIPPED_OVERRUN, "this poll slot already has an occurrence", None
     if verdict.decision is not Decision.ADMITTED:

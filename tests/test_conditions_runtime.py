@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _helpers import confirmed, definition, owner, tasks, utc
+from _helpers import confirmed, definition, occurrences, owner, tasks, utc
 from _pgproxy import Fault, PgProxy
 
 from runtime._agents import AgentCatalog
@@ -100,6 +100,10 @@ async def test_first_match_fires_once_and_completes(db: Database, clock: FakeClo
     assert (await definition(db))["status"] == "completed"
     state = await db.pool.fetchrow("SELECT * FROM condition_state")
     assert state["latched"] is True
+    occurrence = (await occurrences(db))[0]
+    assert (occurrence["kind"], occurrence["decision"]) == ("condition", "admitted")
+    assert occurrence["reason"] == ("first true: first_match fires; "
+                                    "true: AAPL 9.5 USD/share <= 10 USD/share")
 
 
 async def test_every_edge_through_the_store(db: Database, clock: FakeClock,
