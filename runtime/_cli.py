@@ -26,6 +26,7 @@ import anyio
 import pydantic
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sources import SourceRegistry
 from triggers import Importance, NoOccurrenceError, SpecError, format_utc, parse_spec, preview
@@ -104,7 +105,7 @@ def _settings() -> Settings:
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         err.print(f"[red]error:[/] setting WATCHKEEPER_{str(first['loc'][0]).upper()}: "
-                  f"{first['msg']}")
+                  f"{escape(str(first['msg']))}")
         raise typer.Exit(2) from exc
 
 
@@ -131,12 +132,12 @@ def _with_db(fn: Callable[[Database, Settings], Awaitable[T]]) -> T:
             return anyio.run(run)
     except tuple(cls for cls, _ in _EXIT) as exc:
         code = next(code for cls, code in _EXIT if isinstance(exc, cls))
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(code) from exc
 
 
 def _fail_input(exc: SpecError) -> typer.Exit:
-    err.print(f"[red]error:[/] {exc}")
+    err.print(f"[red]error:[/] {escape(str(exc))}")
     return typer.Exit(2)
 
 
@@ -724,6 +725,17 @@ def replay_cmd(
                                     "give a series with rows, or --from and --to."))
     start = _instant(from_, "--from") if from_ else span[0]  # type: ignore[index]
     end = _instant(to, "--to") if to else span[1]  # type: ignore[index]
+    if end <= start:
+        given = (f"--to {format_utc(end)} is not after --from {format_utc(start)}"
+                 if from_ and to else
+                 f"the window {format_utc(start)} .. {format_utc(end)} "
+                 f"({'--from' if from_ else 'the series start'} .. "
+                 f"{'--to' if to else 'the series end'}) is empty")
+        raise _fail_input(SpecError("--to", f"{given}.", "give --from and --to around the "
+                                    "instants to replay."))
+    # notices go through the outbox as usual; the log channel's lines would drown the
+    # timeline, so they are kept out of stderr here (the deliveries are still recorded)
+    logging.getLogger("watchkeeper.notify").setLevel(logging.WARNING)
     last: dict[str, str | None] = {}
 
     def show(event: dict[str, Any]) -> None:
@@ -738,8 +750,8 @@ def replay_cmd(
             return
         task = f" task {event['task']}" if event["task"] is not None else ""
         verdict = event["verdict"] or "-"
-        out.print(f"{event['at']}  {key:<24} {verdict:<7} {event['action']:<20}{task}  "
-                  f"[dim]{event['reason']}[/]", highlight=False)
+        out.print(f"{event['at']}  {escape(key):<24} {verdict:<7} {event['action']:<20}{task}  "
+                  f"[dim]{escape(str(event['reason']))}[/]", highlight=False, soft_wrap=True)
 
     with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=True) as progress:

@@ -43,7 +43,13 @@ def load_spec(path: Path, *, min_interval: timedelta) -> Spec:
     Raises:
         SpecError: naming the field and the fix.
     """
-    return parse_spec(load_data(path), min_interval=min_interval)
+    data = load_data(path)
+    if "definitions" in data and "version" not in data:
+        raise SpecError("file", f"{path} holds [[definitions]] tables (a replay or "
+                        "registration file), not one spec.",
+                        "propose a single spec; give this file to 'watchkeeper replay "
+                        "--definitions' or 'watchkeeper register'.")
+    return parse_spec(data, min_interval=min_interval)
 
 
 _REGISTRATION_KEYS = {

@@ -6,7 +6,8 @@ The CSV format (``watchkeeper replay --series FILE``) has the header
 naive time means UTC), ``value`` a decimal number, an empty cell, ``NA``, ``NaN`` or
 ``null`` (a *missing* value: an observation with status missing, never a zero),
 ``unit`` a pint unit string (empty: dimensionless), ``currency`` an ISO 4217 code or
-empty.
+empty; both are checked when the file is read, so a typo fails the load (naming the
+line) instead of turning every later poll ``unknown``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from triggers import Observation, ObservationStatus, format_utc, in_range
+from triggers import (
+    Observation,
+    ObservationStatus,
+    SpecError,
+    check_currency,
+    check_unit,
+    format_utc,
+    in_range,
+)
 
 __all__ = ["HEADER", "SeriesError", "SeriesRow", "SeriesSource", "read_series_csv"]
 
@@ -86,7 +95,8 @@ def read_series_csv(path: Path) -> list[SeriesRow]:
     """Read a series CSV (see the module docstring).
 
     Raises:
-        SeriesError: a wrong header or a bad row (named by line number).
+        SeriesError: a wrong header or a bad row (named by line number): a bad instant,
+            number, unit or currency code.
         OSError: the file cannot be read.
     """
     with path.open(newline="", encoding="utf-8") as handle:
@@ -105,9 +115,14 @@ def read_series_csv(path: Path) -> list[SeriesRow]:
             as_of, subject, value, unit, currency = cells
             if not subject.strip():
                 raise SeriesError(f"{where}: subject is empty")
+            try:
+                if unit.strip():
+                    check_unit(unit.strip(), "unit")
+                code = check_currency(currency, "currency") if currency.strip() else None
+            except SpecError as exc:
+                raise SeriesError(f"{where}: {exc.field} {exc.problem} {exc.fix}") from exc
             rows.append(SeriesRow(parse_instant(as_of, where), subject.strip(),
-                                  parse_value(value, where), unit.strip() or None,
-                                  currency.strip().upper() or None))
+                                  parse_value(value, where), unit.strip() or None, code))
     return rows
 
 

@@ -145,7 +145,8 @@ def test_bad_units_are_refused_at_proposal(threshold: str, observed: str | None,
     (obs("x", 5, "meter", None), "does not compare"),
     (obs("x", 5, "kilogram", None), "does not compare"),
     (obs("x", 5, "USD/share", "EUR"), "contradicts"),
-    (obs("x", 5, "not_a_unit", None), "does not compare"),
+    (obs("x", 5, "not_a_unit", None), "'not_a_unit' is not a unit"),
+    (obs("x", 5, "USD/share", "XXQ"), "'XXQ' is not an ISO 4217 currency code"),
 ])
 def test_what_cannot_be_judged_is_unknown(observation: Observation, why: str) -> None:
     """Never false, never an exception: the comparison is unknown, with the reason."""

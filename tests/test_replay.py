@@ -109,22 +109,33 @@ async def test_stocks_example_fires_on_the_independently_computed_dates(
 
     aapl = edge_fires(verdicts("AAPL", lambda v: v <= 10), timedelta(0), first_match=True)
     msft = edge_fires(verdicts("MSFT", lambda v: v >= 30), timedelta(days=90))
+    ibm = edge_fires(verdicts("IBM", lambda v: v >= 120), timedelta(days=90))
     assert aapl == [date(2000, 10, 1)]  # a sanity anchor: AAPL closed at 9.78 that month
     assert len(msft) >= 3
+    # IBM crosses 120 upwards on 2008-05-01, 2008-07-01 and 2009-11-01: the second edge is
+    # 61 days after the first fire, inside the 90-day cooldown
+    assert ibm == [date(2008, 5, 1), date(2009, 11, 1)]
 
     summary, events = await run_example(db, tmp_path, "stocks.toml", "stocks.csv")
 
     assert await stored_fires(db, summary.tenant_id, "aapl-first-at-or-below-10") == aapl
     assert await stored_fires(db, summary.tenant_id, "msft-at-or-above-30") == msft
+    assert await stored_fires(db, summary.tenant_id, "ibm-at-or-above-120") == ibm
+    suppressed = await db.pool.fetch(
+        "SELECT scheduled_for FROM condition_polls WHERE tenant_id = $1 "
+        "AND action = 'suppressed_cooldown'", summary.tenant_id)
+    assert [r["scheduled_for"].date() for r in suppressed] == [date(2008, 7, 1)]
     fired = [e for e in events if e["action"] == "fired"]
     assert [(e["definition"], e["at"][:10]) for e in fired] == sorted(
         [("aapl-first-at-or-below-10", d.isoformat()) for d in aapl]
-        + [("msft-at-or-above-30", d.isoformat()) for d in msft], key=lambda x: x[1])
-    assert summary.tasks == {"completed": len(aapl) + len(msft)}
+        + [("msft-at-or-above-30", d.isoformat()) for d in msft]
+        + [("ibm-at-or-above-120", d.isoformat()) for d in ibm], key=lambda x: (x[1], x[0]))
+    assert summary.tasks == {"completed": len(aapl) + len(msft) + len(ibm)}
     # the first_match definition stopped polling on its fire; nothing stays open
     statuses = await db.pool.fetch("SELECT definition_id, status FROM definitions "
                                    "WHERE tenant_id = $1 ORDER BY definition_id", summary.tenant_id)
     assert [tuple(r) for r in statuses] == [("aapl-first-at-or-below-10", "completed"),
+                                            ("ibm-at-or-above-120", "cancelled"),
                                             ("msft-at-or-above-30", "cancelled")]
     polls = await db.pool.fetchval(
         "SELECT count(*) FROM condition_polls WHERE tenant_id = $1 AND definition_id = $2",
@@ -134,9 +145,11 @@ async def test_stocks_example_fires_on_the_independently_computed_dates(
 
 async def test_seattle_example_fires_across_units(db: Database, tmp_path: Path) -> None:
     """temp_max >= 86 degF over readings in degC: the edges computed here with the
-    exact formula F = C * 9/5 + 32 on vega's raw rows."""
+    exact formula F = C * 9/5 + 32 on vega's raw rows. A day's maximum is known from the
+    end of that day (the next day's 00:00 UTC poll)."""
     raw = vega_rows("seattle-weather.csv")
-    temp = {date.fromisoformat(r["date"].replace("/", "-")): Decimal(r["temp_max"]) for r in raw}
+    temp = {date.fromisoformat(r["date"].replace("/", "-")) + timedelta(days=1):
+            Decimal(r["temp_max"]) for r in raw}
     every_day = daily_polls(min(temp), max(temp))
     verdicts = []
     for day in every_day:

@@ -56,7 +56,7 @@ def test_round_trip_through_json() -> None:
      ({"version": "1"}, "version", "not a spec version"),
      ({"trigger": {"type": "weekly"}}, "trigger.type", "unknown trigger type 'weekly'"),
      ({"trigger": {"expr": "0 9 * * *"}}, "trigger.type", "is missing"),
-     ({"overrun": "sometimes"}, "overrun", "Input should be"),
+     ({"overrun": "sometimes"}, "overrun", "'sometimes' is not allowed"),
      ({"jitter": 7200}, "jitter", "between 0 and 1 hour"),
      ({"limits": {"max_attempts": 0}}, "limits.max_attempts", "greater than or equal to 1"),
      ({"ends": {"after": 0}}, "ends.after", "greater than 0"),

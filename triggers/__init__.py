@@ -96,6 +96,7 @@ from ._spec import check_endpoint_name as check_endpoint_name
 from ._spec import parse_spec as parse_spec
 from ._units import Quantity as Quantity
 from ._units import Unit as Unit
+from ._units import check_currency as check_currency
 from ._units import check_unit as check_unit
 from ._units import in_range as in_range
 from ._units import parse_quantity as parse_quantity

@@ -36,6 +36,7 @@ from ._observations import Observation, ObservationStatus
 from ._slots import format_utc
 from ._units import (
     Quantity,
+    check_currency,
     check_unit,
     comparable,
     in_range,
@@ -264,31 +265,25 @@ def evaluate(predicate: Predicate, observations: Mapping[str, Observation],
     (aware). Never raises for bad data: what cannot be judged is ``unknown``."""
     leaves: list[Leaf] = []
 
-    def walk(p: Predicate) -> Verdict:
+    def walk(p: Predicate) -> tuple[Verdict, str]:
+        """The verdict of ``p`` and its reason as a tree: ``all(...)``, ``not(...)``."""
         if isinstance(p, Comparison):
             leaf = compare(p, observations.get(p.subject), now)
             leaves.append(leaf)
-            return leaf.verdict
-        if isinstance(p, AllOf):
-            result = Verdict.TRUE
-            for q in p.all:
-                result = result & walk(q)
-            return result
-        if isinstance(p, AnyOf):
-            result = Verdict.FALSE
-            for q in p.any:
-                result = result | walk(q)
-            return result
-        assert isinstance(p, NotOf)
-        return ~walk(p.not_)
+            return leaf.verdict, leaf.reason
+        if isinstance(p, NotOf):
+            inner, why = walk(p.not_)
+            return ~inner, f"not({why})"
+        parts = [walk(q) for q in (p.all if isinstance(p, AllOf) else p.any)]
+        result = Verdict.TRUE if isinstance(p, AllOf) else Verdict.FALSE
+        for part, _ in parts:
+            result = result & part if isinstance(p, AllOf) else result | part
+        name = "all" if isinstance(p, AllOf) else "any"
+        return result, f"{name}({'; '.join(why for _, why in parts)}) is {result.value}"
 
-    verdict = walk(predicate)
-    if len(leaves) == 1:
-        reason = leaves[0].reason
-    else:
-        decisive = [leaf.reason for leaf in leaves if leaf.verdict is verdict] or [
-            leaf.reason for leaf in leaves]
-        reason = f"{verdict.value}: " + "; ".join(decisive[:4])
+    verdict, tree = walk(predicate)
+    reason = tree if len(leaves) == 1 and isinstance(predicate, Comparison) \
+        else f"{verdict.value}: {tree}"
     return Evaluation(verdict, reason, tuple(leaves))
 
 
@@ -311,8 +306,16 @@ def compare(comparison: Comparison, observation: Observation | None, now: dateti
     if not in_range(observation.value):
         return Leaf(comparison, Verdict.UNKNOWN,
                     f"unknown: {subject} value {observation.value} is out of range", observation)
-    folded = quantity_of(observation.value, observation.unit, observation.currency)
     shown = f"{observation.value} {observation.unit or ''}".strip()
+    try:
+        check_unit(observation.unit or "")
+        if observation.currency:
+            check_currency(observation.currency)
+    except SpecError as exc:
+        return Leaf(comparison, Verdict.UNKNOWN, f"unknown: {subject} {shown}"
+                    f"{' ' + observation.currency if observation.currency else ''}: "
+                    f"{exc.problem}", observation)
+    folded = quantity_of(observation.value, observation.unit, observation.currency)
     if folded is None:
         return Leaf(comparison, Verdict.UNKNOWN,
                     f"unknown: {subject} {shown} is in {observation.currency}, which its unit "

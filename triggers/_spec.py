@@ -654,6 +654,13 @@ def _translate(exc: pydantic.ValidationError) -> SpecError:
                          "set trigger.type to 'at', 'condition', 'cron' or 'interval'.")
     if first["type"] == "extra_forbidden":
         return SpecError(where, f"is not a field of this spec.{more}", _did_you_mean(first, errors))
+    if first["type"] == "missing":
+        return SpecError(where, f"is missing.{more}",
+                         f"add {where.rsplit('.', 1)[-1]} (see the spec table in the README).")
+    if first["type"] in ("literal_error", "enum"):
+        expected = (first.get("ctx") or {}).get("expected", "")
+        return SpecError(where, f"{first['input']!r} is not allowed.{more}",
+                         f"use {expected}.")
     if first["type"].startswith("time_delta"):
         return SpecError(where, f"{first['input']!r} is not a duration.{more}",
                          "write seconds (1800) or an ISO 8601 duration such as 'PT30M' or 'P1D'.")

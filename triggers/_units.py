@@ -33,7 +33,8 @@ from typing import Any
 
 from ._errors import SpecError
 
-__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "Quantity", "Unit", "check_unit", "comparable",
+__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "Quantity", "Unit", "check_currency", "check_unit",
+           "comparable",
            "in_range", "parse_quantity", "quantity_of", "registry", "threshold_in"]
 
 MAX_DIGITS = 40
@@ -71,6 +72,26 @@ def registry() -> Any:
         code = currency.alpha_3
         reg.define(f"{code} = [currency_{code}]")
     return reg
+
+
+@functools.cache
+def _currency_codes() -> frozenset[str]:
+    import pycountry
+
+    return frozenset(c.alpha_3 for c in pycountry.currencies)
+
+
+def check_currency(code: str, field: str = "currency") -> str:
+    """``code`` upper-cased if it is an ISO 4217 currency code (``usd`` -> ``USD``).
+
+    Raises:
+        SpecError: naming ``field``.
+    """
+    upper = code.strip().upper()
+    if upper not in _currency_codes():
+        raise SpecError(field, f"{code!r} is not an ISO 4217 currency code.",
+                        "use a three-letter code such as USD, EUR or JPY.")
+    return upper
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,9 @@
   in USD per share (vega's ``stocks``; the date is the month's first day, 00:00 UTC);
 * ``seattle_weather.csv``: Seattle's daily ``temp_max`` and ``temp_min`` (degC),
   ``precipitation`` (mm) and ``wind`` (m/s), 2012-2015 (vega's ``seattle-weather``).
+  A day's maximum is only known once the day is over, so each row's ``as_of`` is the
+  end of its day (the next day, 00:00 UTC): a poll never sees a day's maximum before
+  the day has ended. (The stocks rows keep vega's date: the price as of that date.)
 
 Output format (what ``watchkeeper replay --series`` reads): the header
 ``as_of,subject,value,unit,currency``; numbers copied as written in the source file.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,8 +54,9 @@ def seattle() -> list[tuple[str, str, str, str, str]]:
     with vega_file("seattle-weather.csv").open(newline="") as handle:
         for row in csv.DictReader(handle):
             day = datetime.strptime(row["date"], "%Y/%m/%d").date()  # noqa: DTZ007 - a calendar date
+            known = day + timedelta(days=1)  # the end of the day the values describe
             for field, unit in SEATTLE_UNITS.items():
-                rows.append((f"{day.isoformat()}T00:00:00Z", f"seattle/{field}", row[field],
+                rows.append((f"{known.isoformat()}T00:00:00Z", f"seattle/{field}", row[field],
                              unit, ""))
     return rows
 
