@@ -165,16 +165,6 @@ def _instant(text: str, option: str) -> datetime:
     return value
 
 
-def _duration_option(text: str, option: str) -> timedelta:
-    """Seconds or an ISO 8601 duration (``P1D``, ``PT30M``)."""
-    try:
-        return pydantic.TypeAdapter(timedelta).validate_python(
-            float(text) if text.replace(".", "", 1).isdigit() else text)
-    except pydantic.ValidationError as exc:
-        raise _fail_input(SpecError(option, f"{text!r} is not a duration.",
-                                    "write seconds (3600) or ISO 8601 (PT1H, P1D).")) from exc
-
-
 # ---------------------------------------------------------------- preview
 
 
@@ -326,7 +316,9 @@ def propose_cmd(
     out.print(f"{tenant}/{definition} revision {proposal.revision}: what the owner is asked to "
               "confirm (the hash covers all of it):")
     _json(spec.effective())
-    out.print(preview_table(items, "its next occurrences"))
+    polls = spec.trigger.type == "condition"
+    out.print(preview_table(items, "its next polls (a task runs only when the condition fires)"
+                            if polls else "its next occurrences"))
     if proposal.needs_confirmation:
         out.print(f"spec_hash {proposal.spec_hash}")
         out.print(f"confirm with: watchkeeper confirm {definition} --revision {proposal.revision} "
@@ -705,7 +697,9 @@ def replay_cmd(
     from sources import SeriesError, SeriesSource
 
     settings = _settings()
-    every = None if poll_every is None else _duration_option(poll_every, "--poll-every")
+    every: str | float | None = poll_every
+    if poll_every is not None and poll_every.replace(".", "", 1).isdigit():
+        every = float(poll_every)
     try:
         items = load_replay_definitions(definitions, min_interval=settings.min_interval_delta,
                                         poll_every=every)

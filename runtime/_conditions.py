@@ -27,6 +27,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -49,6 +50,7 @@ from triggers import (
     decide_admission,
     evaluate,
     format_utc,
+    in_range,
     not_admitted,
     occurrence_timing,
     step,
@@ -70,6 +72,8 @@ log = logging.getLogger("watchkeeper.conditions")
 
 ABANDON_AFTER = timedelta(minutes=10)
 """A poll still ``reading`` this long after its claim is decided ``abandoned``."""
+READ_TIMEOUT = 30.0
+"""Seconds (real time) one source read may take before it counts as timed out."""
 DECIDE_CHUNK = 50
 """Polls decided per admission transaction: each is decided on its own (its own fence,
 revision and state checks, its own receipt), but one COMMIT covers the chunk."""
@@ -136,14 +140,17 @@ class PollReport:
 
 async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, actor: str,
                     limit: int = 200, concurrency: int = 16,
-                    registry: Registry | None = None, tenant_id: str | None = None) -> PollReport:
+                    registry: Registry | None = None, tenant_id: str | None = None,
+                    read_timeout: float = READ_TIMEOUT) -> PollReport:
     """Claim, read and decide the due polls (at most ``limit`` definitions).
 
     Args:
         actor: recorded as the poll's claimant.
         concurrency: source reads in flight at once.
         tenant_id: poll only this tenant's definitions (a replay on a virtual clock
-            must never poll anyone else's); ``None``: every tenant's.
+            must never poll anyone else's); ``None``: every tenant's but the replays'.
+        read_timeout: seconds one source read may take (real time); then the reading
+            is ``timed_out`` (unknown).
 
     Raises:
         DatabaseUnavailable: the store failed in step 1 or 3 (claimed polls are then
@@ -151,7 +158,8 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     """
     report = PollReport()
     now = clock.now()
-    report.abandoned = len(await db.fetch("condition_polls_abandon", now, now - ABANDON_AFTER))
+    report.abandoned = len(await db.fetch("condition_polls_abandon", now, now - ABANDON_AFTER,
+                                          tenant_id))
     claims, early = await _claim(db, now, limit, actor, registry or Registry(), tenant_id)
     report.claimed = len(claims) + len(early)
     report.events.extend(early)
@@ -162,7 +170,7 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
 
     async def read(index: int, claim: _Claim) -> None:
         async with limiter:
-            readings[index] = await _read(claim, sources, clock)
+            readings[index] = await _read(claim, sources, clock, read_timeout)
 
     async with anyio.create_task_group() as tg:
         for index, claim in enumerate(claims):
@@ -246,9 +254,11 @@ def _zone(spec: Spec) -> Any:
 # ---------------------------------------------------------------- step 2: read
 
 
-async def _read(claim: _Claim, sources: SourceRegistry,
-                clock: Clock) -> tuple[datetime, dict[str, Observation]]:
-    """Read every subject of the predicate; outside any transaction."""
+async def _read(claim: _Claim, sources: SourceRegistry, clock: Clock,
+                limit_seconds: float) -> tuple[datetime, dict[str, Observation]]:
+    """Read every subject of the predicate; outside any transaction. Whatever a source
+    does — raise, hang past ``limit_seconds``, return something that is not a sound
+    observation — becomes an observation with status failed or timed_out."""
     wanted = claim.trigger.source
     read_at = clock.now()
     observations: dict[str, Observation] = {}
@@ -266,13 +276,49 @@ async def _read(claim: _Claim, sources: SourceRegistry,
                 f"confirmed with version {wanted.version}")
             continue
         try:
-            observations[subject] = await source.read(subject, read_at)
+            with anyio.fail_after(limit_seconds):
+                observation = await source.read(subject, read_at)
+        except TimeoutError:
+            observations[subject] = _unusable(wanted.name, wanted.version, subject, read_at,
+                                              ObservationStatus.TIMED_OUT,
+                                              f"source {wanted.name} did not answer within "
+                                              f"{limit_seconds:g} s")
+            continue
         except Exception as exc:  # a source must not stop the poller; recorded as failed
             log.exception("source %s raised for %s", wanted.name, subject)
             observations[subject] = _unusable(wanted.name, wanted.version, subject, read_at,
                                               ObservationStatus.FAILED,
                                               f"{type(exc).__name__}: {exc}")
+            continue
+        problem = unsound(observation)
+        observations[subject] = observation if problem is None else _unusable(
+            wanted.name, wanted.version, subject, read_at, ObservationStatus.FAILED,
+            f"source {wanted.name} returned {problem}")
     return read_at, observations
+
+
+def unsound(observation: Any) -> str | None:
+    """Why a source's answer cannot be used as an observation (stored and compared),
+    or ``None``: not an Observation, a value that is not a finite Decimal in range, an
+    as_of or fetched_at that is not an aware datetime, over-long text fields."""
+    if not isinstance(observation, Observation):
+        return f"a {type(observation).__name__}, not an Observation"
+    if observation.value is not None and (not isinstance(observation.value, Decimal)
+                                          or not in_range(observation.value)):
+        return f"value {observation.value!r}: not a Decimal in range"
+    for name in ("as_of", "fetched_at"):
+        instant = getattr(observation, name)
+        if instant is None and name == "as_of":
+            continue
+        if not isinstance(instant, datetime) or instant.utcoffset() is None:
+            return f"{name} {instant!r}: not an aware datetime"
+    for name in ("unit", "currency", "observation_id", "subject", "source", "source_version"):
+        text = getattr(observation, name)
+        if text is not None and (not isinstance(text, str) or len(text) > 256):
+            return f"{name}: not a string of at most 256 characters"
+    if not isinstance(observation.status, ObservationStatus):
+        return f"status {observation.status!r}"
+    return None
 
 
 def _unusable(name: str, version: str, subject: str, at: datetime, status: ObservationStatus,
@@ -327,18 +373,30 @@ async def _decide(tx: Connection, clock: Clock, claim: _Claim, read_at: datetime
         action = poll["action"] if poll else "abandoned"
         return _event(claim, evaluation, action, "already decided", poll and poll["task_id"])
     row = await tx.fetchrow("definition_lock", item.tenant_id, item.definition_id)
-    if (row is None or row["status"] != "active" or row["fence"] != item.fence
+    # 'completed' is fine when the fence did not move: the claim itself completes a
+    # definition whose ends were reached, and its last poll still counts
+    if (row is None or row["status"] not in ("active", "completed") or row["fence"] != item.fence
             or row["effective_revision"] != item.revision):
-        now_fence = None if row is None else row["fence"]
-        reason = (f"the definition changed while its source was read (fence {item.fence} -> "
-                  f"{now_fence}, revision {item.revision} -> "
-                  f"{None if row is None else row['effective_revision']}); nothing admitted")
+        reason = ("the definition changed while its source was read (" + (
+            "it no longer exists" if row is None else
+            f"status {row['status']}, fence {item.fence} -> {row['fence']}, revision "
+            f"{item.revision} -> {row['effective_revision']}") + "); nothing admitted")
         await _record(tx, claim, read_at, evaluation, "fenced_out", reason, None, now)
         return _event(claim, evaluation, "fenced_out", reason, None)
     state_row = await tx.fetchrow("condition_state_lock", item.tenant_id, item.definition_id,
                                   binding_id)
     state = _state(state_row, trigger.condition_key)
+    if (state_row is not None and state_row["condition_key"] == trigger.condition_key
+            and state_row["decided_through"] > slot.scheduled_for):
+        reason = (f"overtaken: the poll of {format_utc(state_row['decided_through'])} was "
+                  f"decided first; this older reading changes nothing ({evaluation.reason})")
+        await _record(tx, claim, read_at, evaluation, "superseded", reason, None, now)
+        return _event(claim, evaluation, "superseded", reason, None)
     edge = step(state, evaluation.verdict, read_at, trigger.mode, trigger.cooldown)
+    if state.latched and trigger.mode.value == "first_match":
+        # a revision that kept the predicate re-activated a latched first_match: it has
+        # fired once already, so it completes again instead of polling forever
+        await tx.execute("definition_complete", item.tenant_id, item.definition_id, now)
     action, reason, task_id, new_state = edge.action.value, edge.reason, None, edge.state
     if edge.action is EdgeAction.FIRE:
         decision, why, task_id = await _admit(tx, claim, evaluation, read_at, now, actor,
@@ -357,7 +415,7 @@ async def _decide(tx: Connection, clock: Clock, claim: _Claim, read_at: datetime
             else edge.reason
     await tx.execute("condition_state_upsert", item.tenant_id, item.definition_id, binding_id,
                      trigger.condition_key, item.revision, new_state.last_definite,
-                     new_state.latched, new_state.last_fired_at, now)
+                     new_state.latched, new_state.last_fired_at, now, slot.scheduled_for)
     await _record(tx, claim, read_at, evaluation, action, reason, task_id, now)
     return _event(claim, evaluation, action, reason, task_id)
 

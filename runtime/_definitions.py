@@ -81,17 +81,19 @@ def _token_digest(token: str) -> bytes:
 
 
 async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
-                   display_name: str = "", zone: str = "UTC", rotate: bool = False) -> str:
+                   display_name: str = "", zone: str = "UTC", rotate: bool = False,
+                   replay: bool = False) -> str:
     """Create (or, with ``rotate``, re-key) a user; return their new API token.
 
     The token is shown once; only its SHA-256 is stored.
 
     Raises:
-        SpecError: an invalid id or zone; tenant ids may not start with ``_``.
+        SpecError: an invalid id or zone; tenant ids may not start with ``_`` (except
+            a replay's own ``_replay-`` tenant, with ``replay``).
         Conflict: the user exists and ``rotate`` is false.
         NotFound: ``rotate`` for a user that does not exist.
     """
-    _check_tenant(tenant_id)
+    _check_tenant(tenant_id, replay)
     check_identifier(user_id, "user_id")
     load_zone(zone, "zone")
     token = "wk_" + secrets.token_urlsafe(32)
@@ -123,8 +125,15 @@ async def authenticate(db: Database, token: str | None) -> UserPrincipal:
     return UserPrincipal(row["tenant_id"], row["user_id"])
 
 
-def _check_tenant(tenant_id: str) -> None:
-    check_identifier(tenant_id, "tenant_id")
+REPLAY_TENANT_PREFIX = "_replay-"
+"""Tenants of ``watchkeeper replay``: reserved (``_``), and invisible to live pollers,
+workers and dispatchers, which run on the real clock."""
+
+
+def _check_tenant(tenant_id: str, replay: bool = False) -> None:
+    check_identifier(tenant_id.lstrip("_") if replay else tenant_id, "tenant_id")
+    if replay and tenant_id.startswith(REPLAY_TENANT_PREFIX):
+        return
     if tenant_id.startswith("_"):
         raise SpecError("tenant_id", f"{tenant_id!r} is reserved.", "pick an id not starting with '_'.")
 
@@ -149,7 +158,7 @@ class Proposal:
 
 async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: str,
                   owner_user_id: str, spec: Spec, proposed_by: str,
-                  based_on: int | None = None) -> Proposal:
+                  based_on: int | None = None, replay: bool = False) -> Proposal:
     """Record a proposed revision (status ``proposed``); nothing runs until confirmed.
 
     Args:
@@ -164,7 +173,7 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
         Conflict: ``based_on`` is stale or missing, the owner differs, the definition
             is cancelled, or the id belongs to an operator-registered definition.
     """
-    _check_tenant(tenant_id)
+    _check_tenant(tenant_id, replay)
     check_identifier(definition_id, "definition_id")
     now = clock.now()
     async with db.transaction() as tx:

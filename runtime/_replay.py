@@ -1,7 +1,8 @@
 """``watchkeeper replay``: conditional definitions over a historical series, on a
 virtual clock, through the real runtime (poll claim, admission, worker, outbox).
 
-A replay makes a fresh tenant (``replay-<UTC time>-<random>``) with one user, proposes
+A replay makes a fresh tenant (``_replay-<UTC time>-<random>``: reserved, and invisible
+to live pollers, workers and dispatchers) with one user, proposes
 and confirms each definition at ``start`` as that user would, then moves a
 :class:`FakeClock` from poll to poll — straight to the next ``next_due_at`` any of its
 definitions has, never sleeping — and at each instant runs what a supervisor runs: the
@@ -9,19 +10,22 @@ poller (:func:`runtime._conditions.poll_once`), the workers until no task is run
 and the outbox dispatcher. Everything is stored in PostgreSQL as a live run would store
 it (polls, observation receipts, condition state, occurrences, tasks, reports), under
 the replay's tenant, so ``watchkeeper history`` and SQL can inspect it afterwards.
-The poller, worker and dispatcher of a replay touch only its own tenant's rows, and at
-the end its definitions that are still open are cancelled: nothing of a replay runs
-later, live.
+The poller, worker and dispatcher of a replay touch only its own tenant's rows; live
+ones never touch a replay's; and when it ends, fails or is interrupted its definitions
+that are still open are cancelled: nothing of a replay runs later.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from outbox import FileChannel, LogChannel
 from sources import Source, SourceRegistry
@@ -31,11 +35,14 @@ from ._agents import AgentCatalog
 from ._clock import FakeClock
 from ._conditions import PollEvent, poll_once
 from ._db import Database
-from ._definitions import add_user, authenticate, cancel, confirm, propose
+from ._definitions import REPLAY_TENANT_PREFIX, add_user, authenticate, cancel, confirm, propose
 from ._deliveries import PgDeliveryStore
+from ._errors import WatchkeeperError
 from ._specfile import load_data
 from ._supervisor import SupervisorConfig, make_dispatcher
 from ._worker import Worker
+
+log = logging.getLogger("watchkeeper.replay")
 
 __all__ = ["ReplayDefinition", "ReplaySummary", "load_replay_definitions", "replay"]
 
@@ -61,12 +68,13 @@ class ReplaySummary:
 
 
 def load_replay_definitions(path: Path, *, min_interval: timedelta,
-                            poll_every: timedelta | None = None) -> list[ReplayDefinition]:
+                            poll_every: str | float | None = None) -> list[ReplayDefinition]:
     """Read ``[[definitions]]`` tables (TOML) or a ``definitions`` list (JSON), each an
     ``id`` plus the fields of a condition spec (``version``, ``trigger``, ...).
 
     Args:
-        poll_every: replaces every definition's ``trigger.poll_every`` (``--poll-every``).
+        poll_every: replaces every definition's ``trigger.poll_every`` (``--poll-every``:
+            seconds or an ISO 8601 duration, checked as the spec field is).
 
     Raises:
         SpecError: naming ``definitions[i].<field>`` and the fix.
@@ -87,10 +95,12 @@ def load_replay_definitions(path: Path, *, min_interval: timedelta,
             raise SpecError(f"{where}.id", "is missing.", "give each definition an id.")
         check_identifier(definition_id, f"{where}.id")
         if poll_every is not None and isinstance(raw.get("trigger"), Mapping):
-            raw["trigger"] = {**raw["trigger"], "poll_every": poll_every.total_seconds()}
+            raw["trigger"] = {**raw["trigger"], "poll_every": poll_every}
         try:
             spec = parse_spec(raw, min_interval=min_interval)
         except SpecError as exc:
+            if poll_every is not None and exc.field == "trigger.poll_every":
+                raise SpecError("--poll-every", exc.problem, exc.fix) from exc
             raise SpecError(f"{where}.{exc.field}", exc.problem, exc.fix) from exc
         if not isinstance(spec.trigger, ConditionTrigger):
             raise SpecError(f"{where}.trigger.type", f"is {spec.trigger.type!r}; replay runs "
@@ -127,12 +137,39 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
                             f"{source.name} version {source.version}.",
                             f"set source = {{ name = '{source.name}', version = "
                             f"'{source.version}' }}, or pass --source-name/--source-version.")
+    for d in definitions:
+        for index, delivery in enumerate(d.spec.delivery):
+            if delivery.channel == "webhook":
+                raise SpecError(f"{d.definition_id}.delivery.{index}.channel",
+                                "a replay sends no webhooks (its tenant has no endpoints, and "
+                                "a historical replay must not notify anyone live).",
+                                "use channel = 'file' or 'log' in the replay file.")
     clock = FakeClock(start)
-    tenant = f"replay-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"  # noqa: DTZ
-    me = await authenticate(db, await add_user(db, clock, tenant, "replay"))
+    tenant = f"{REPLAY_TENANT_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+    me = await authenticate(db, await add_user(db, clock, tenant, "replay", replay=True))
+    try:
+        return await _run(db, clock, me, tenant, definitions, source, start, end, home,
+                          on_event, on_progress, agents)
+    finally:
+        with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
+            for d in definitions:
+                try:
+                    if await db.fetchval("definition_is_open", tenant, d.definition_id):
+                        await cancel(db, clock, me, tenant, d.definition_id)
+                except WatchkeeperError as exc:  # the replay's own error matters more
+                    log.warning("could not cancel replay definition %s/%s: %s", tenant,
+                                d.definition_id, exc)
+
+
+async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
+               definitions: Sequence[ReplayDefinition], source: Source, start: datetime,
+               end: datetime, home: Path, on_event: Callable[[dict[str, Any]], None],
+               on_progress: Callable[[datetime], None],
+               agents: AgentCatalog | None) -> ReplaySummary:
     for d in definitions:
         proposal = await propose(db, clock, tenant_id=tenant, definition_id=d.definition_id,
-                                 owner_user_id=me.user_id, spec=d.spec, proposed_by="replay")
+                                 owner_user_id=me.user_id, spec=d.spec, proposed_by="replay",
+                                 replay=True)
         await confirm(db, clock, me, definition_id=d.definition_id, revision=proposal.revision,
                       spec_hash=proposal.spec_hash)
     summary = ReplaySummary(tenant, start, end)
@@ -174,9 +211,6 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
             notices = waiting or work
         on_progress(clock.now())
     clock.set_wall(max(end, clock.now()))
-    for d in definitions:  # a replay's definitions never poll again, live or replayed
-        if await db.fetchval("definition_is_open", tenant, d.definition_id):
-            await cancel(db, clock, me, tenant, d.definition_id)
     on_progress(end)
     return summary
 

@@ -99,7 +99,7 @@ def read_series_csv(path: Path) -> list[SeriesRow]:
             number, unit or currency code.
         OSError: the file cannot be read.
     """
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is not a header
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or tuple(h.strip() for h in header) != HEADER:

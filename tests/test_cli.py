@@ -316,7 +316,7 @@ async def test_replay_json_lines_are_the_stable_contract(db: Database, db_dsn: s
     done = [e for e in lines if e["action"] == "task_completed"]
     assert [e["task"] for e in done] == [e["task"] for e in fired]
     assert all(e["subject"] == "X" and e["definition"] == "dip" for e in polls)
-    assert "7 polls" in err and "stored under tenant replay-" in err
+    assert "7 polls" in err and "stored under tenant _replay-" in err
     tenant = err.split("stored under tenant ")[1].split()[0]
     rows = await db.pool.fetch("SELECT slot FROM tasks WHERE tenant_id = $1 ORDER BY slot", tenant)
     assert [r["slot"] for r in rows] == ["2024-01-02T00:00:00Z", "2024-01-07T00:00:00Z"]

@@ -123,6 +123,9 @@ def test_temperature_differences_compare_across_scales() -> None:
     ("10 USD/share", "EUR/share", "threshold"),   # another currency
     ("10 meter", "kilogram", "threshold"),        # another dimension
     ("ten USD", None, "threshold"),
+    ("1 degC/s", None, "threshold"),              # an offset unit in a quotient
+    ("1 m*degC", None, "threshold"),
+    ("1 " + "m*" * 40 + "m", None, "threshold"),  # longer than 64 characters
 ])
 def test_bad_units_are_refused_at_proposal(threshold: str, observed: str | None,
                                            field: str) -> None:
@@ -350,3 +353,22 @@ def test_huge_numbers_are_refused_or_unknown() -> None:
     assert result.verdict is U and "out of range" in result.reason
     assert verdict({"subject": "x", "op": ">=", "threshold": "1e99 USD/share"},
                    {"x": obs("x", "2e99")}) is T
+
+
+@pytest.mark.parametrize(("threshold", "value", "unit", "expected"), [
+    ("1013 hPa", "1013", "mbar", T),
+    ("1 m**3", "999", "L", F),            # 999 L <= 1 m**3 ... is true; >= is false
+    ("2 W/m**2", "0.002", "kW/m**2", T),
+    ("9.81 m/s**2", "9.81", "m/s**2", T),
+    ("300 kelvin", "26.85", "degC", T),   # 300 K = 26.85 degC exactly
+])
+def test_units_with_powers_and_prefixes(threshold: str, value: str, unit: str,
+                                        expected: Verdict) -> None:
+    assert verdict({"subject": "x", "op": ">=", "threshold": threshold},
+                   {"x": obs("x", value, unit, None)}) is expected
+
+
+def test_freshness_in_months_is_refused() -> None:
+    with pytest.raises(SpecError) as raised:
+        predicate({"subject": "x", "op": "<=", "threshold": "1 USD", "freshness": "P1M"})
+    assert raised.value.field == "trigger.predicate.freshness"

@@ -21,7 +21,7 @@ from runtime._db import Database
 from runtime._definitions import confirm, pause, propose, resume
 from runtime._worker import Worker
 from sources import CallableSource, SourceRegistry
-from triggers import parse_spec
+from triggers import Observation, parse_spec
 
 pytestmark = pytest.mark.anyio
 
@@ -261,6 +261,7 @@ async def test_new_predicate_starts_fresh_and_same_predicate_keeps_the_latch(
     kept = (await poll_once(db, clock, sources, actor="t")).events
     assert [(e.action, e.revision) for e in kept] == [("none", 2)]
     assert "latched" in kept[0].reason
+    assert (await definition(db))["status"] == "completed"  # latched: it polls no more
     await reconfirm(condition({**LE_10, "threshold": "9.5 USD/share"}, mode="first_match"), 2)
     clock.advance(HOUR)
     fresh = (await poll_once(db, clock, sources, actor="t")).events
@@ -439,3 +440,129 @@ async def test_supervisor_polls_and_runs(db: Database, clock: FakeClock, tmp_pat
     # polls at 00:00 (the confirmation instant) to 00:04; the 00:02 edge fires
     assert (stats.polls, stats.fires, stats.completed) == (5, 1, 1)
     assert [r["slot"] for r in await tasks(db)] == ["2026-06-01T00:02:00Z"]
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    (lambda at: Observation("prices", "1", "AAPL", "x", Decimal(9), "USD/share", "USD",
+                            at.replace(tzinfo=None), at), "not an aware datetime"),
+    (lambda at: Observation("prices", "1", "AAPL", "x", 9.0, "USD/share", "USD", at, at),  # type: ignore[arg-type]
+     "not a Decimal in range"),
+    (lambda at: Observation("prices", "1", "AAPL", "x", Decimal("0E-99999"), "USD/share",
+                            "USD", at, at), "not a Decimal in range"),
+    (lambda at: {"value": 9}, "a dict, not an Observation"),
+])
+async def test_an_unsound_answer_is_failed_and_the_batch_goes_on(
+        db: Database, clock: FakeClock, answer: Any, why: str) -> None:
+    """A source that returns a naive as_of, a float, an unstorable zero or not an
+    Observation at all: that poll is unknown (status failed, with the reason); the
+    other definitions of the same pass are decided as usual."""
+    class Raw:  # a custom Source: its answer is taken as it is
+        name, version = "prices", "1"
+
+        async def read(self, subject: str, at: datetime) -> Any:
+            return answer(at)
+
+    sources = SourceRegistry([
+        Raw(),
+        CallableSource("good", "1", lambda s, at: 9, unit="USD/share", currency="USD",
+                       now=clock.now)])
+    me = await owner(db, clock)
+    await confirmed(db, clock, condition(LE_10), definition_id="bad", principal=me)
+    await confirmed(db, clock, condition(LE_10, source="good"), definition_id="fine",
+                    principal=me)
+    events = await step_hours(db, clock, sources, 1)
+    by_definition = {e.definition_id: e for e in events}
+    assert (by_definition["bad"].verdict, by_definition["bad"].action) == ("unknown", "none")
+    assert why in by_definition["bad"].reason
+    assert by_definition["fine"].action == "fired"
+    receipt = await db.pool.fetchrow("SELECT status, value FROM observation_receipts "
+                                     "WHERE definition_id = 'bad'")
+    assert (receipt["status"], receipt["value"]) == ("failed", None)
+
+
+async def test_a_hanging_source_times_out(db: Database, clock: FakeClock) -> None:
+    """A read that never answers is timed_out after read_timeout (real) seconds."""
+    async def never(subject: str, at: datetime) -> Any:
+        await anyio.sleep_forever()
+
+    sources = registry_of(never, clock=clock)
+    await confirmed(db, clock, condition(LE_10))
+    clock.advance(HOUR)
+    with anyio.fail_after(10):
+        events = (await poll_once(db, clock, sources, actor="t", read_timeout=0.2)).events
+    assert [(e.verdict, e.action) for e in events] == [("unknown", "none")]
+    assert "did not answer within 0.2 s" in events[0].reason
+
+
+async def test_the_last_poll_before_the_ends_still_fires(db: Database, clock: FakeClock) -> None:
+    """ends.after = 3: the claim of the third poll completes the definition; that poll
+    is still decided (its true fires), not fenced out."""
+    values = {clock.now() + timedelta(hours=h): v for h, v in [(0, 11), (1, 11), (2, 9)]}
+    sources = registry_of(Script(values), clock=clock)
+    await confirmed(db, clock, condition(LE_10, ends={"after": 3}))
+    events = (await poll_once(db, clock, sources, actor="t")).events
+    events += await step_hours(db, clock, sources, 3)
+    assert [(e.at, e.action) for e in events] == [
+        (utc("2026-06-01T00:00Z"), "none"), (utc("2026-06-01T01:00Z"), "none"),
+        (utc("2026-06-01T02:00Z"), "fired")]
+    assert (await definition(db))["status"] == "completed"
+
+
+async def test_a_slow_read_overtaken_by_a_later_poll_changes_nothing(
+        db: Database, db_dsn: str, clock: FakeClock, tmp_path: Any) -> None:
+    """Poller A reads the 00:01 slot slowly (false); poller B polls 00:02 (true) and
+    fires meanwhile. When A decides 00:01 afterwards it must not store 'false' over
+    B's 'true' — that would re-arm the edge and fire again at 00:03."""
+    release = anyio.Event()
+
+    async def read(subject: str, at: datetime) -> Any:
+        if at.minute == 1:
+            await release.wait()
+            return 11
+        return 9
+
+    sources = registry_of(read, clock=clock)
+    await confirmed(db, clock, condition(LE_10, poll="PT1M"))
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    clock.advance(60)
+    async with Database.open(db_dsn, migrate=False, max_size=2) as other:
+        slow: list[Any] = []
+
+        async def poller_a() -> None:
+            slow.extend((await poll_once(db, clock, sources, actor="a")).events)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poller_a)
+            await anyio.sleep(0.2)  # A has claimed 00:01 and is waiting in its read
+            clock.advance(60)
+            fast = (await poll_once(other, clock, sources, actor="b")).events
+            release.set()
+    while await worker.run_once() is not None:
+        pass
+    clock.advance(60)
+    later = (await poll_once(db, clock, sources, actor="c")).events
+    assert [(e.at.minute, e.action) for e in fast] == [(2, "fired")]
+    assert [(e.at.minute, e.action) for e in slow] == [(1, "superseded")]
+    assert [(e.at.minute, e.verdict, e.action) for e in later] == [(3, "true", "none")]
+    assert len(await tasks(db)) == 1
+
+
+async def test_live_pollers_never_touch_a_replay_tenant(db: Database, clock: FakeClock) -> None:
+    """A '_replay-' tenant's definitions run on a virtual clock: a live poller (no
+    tenant) skips them; only a poller scoped to that tenant polls them."""
+    from runtime._definitions import add_user, authenticate
+
+    tenant = "_replay-test"
+    me = await authenticate(db, await add_user(db, clock, tenant, "replay", replay=True))
+    spec = parse_spec({"version": 1, **condition(LE_10)})
+    proposal = await propose(db, clock, tenant_id=tenant, definition_id="d1",
+                             owner_user_id="replay", spec=spec, proposed_by="t", replay=True)
+    await confirm(db, clock, me, definition_id="d1", revision=proposal.revision,
+                  spec_hash=proposal.spec_hash)
+    sources = registry_of(Script(default=9), clock=clock)
+    clock.advance(HOUR)
+    assert (await poll_once(db, clock, sources, actor="live")).events == []
+    scoped = (await poll_once(db, clock, sources, actor="replay", tenant_id=tenant)).events
+    assert [e.action for e in scoped] == ["fired"]
+    worker = Worker(db, clock, AgentCatalog(), worker_id="live", artifact_root=Any)  # type: ignore[arg-type]
+    assert await worker.claim() is None  # the replay's task is not a live worker's

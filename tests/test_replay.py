@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime._db import Database
@@ -197,3 +198,40 @@ def test_definitions_file_errors_name_the_entry(tmp_path: Path) -> None:
         load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
     assert raised.value.field == "definitions[0].trigger.predicate.threshold"
 
+
+
+async def test_an_interrupted_replay_leaves_nothing_open(db: Database, tmp_path: Path) -> None:
+    """A replay stopped by an error half-way (here: its event consumer fails on the first
+    fire) cancels its definitions on the way out: nothing of it polls again."""
+    definitions = load_replay_definitions(EXAMPLES / "conditions" / "stocks.toml",
+                                          min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    span = source.span()
+    assert span is not None
+
+    def consumer(event: dict[str, Any]) -> None:
+        if event["action"] == "fired":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        await replay(db, definitions, source, start=span[0], end=span[1], home=tmp_path,
+                     on_event=consumer)
+    rows = await db.pool.fetch("SELECT status FROM definitions WHERE tenant_id LIKE '\\_replay-%'")
+    assert len(rows) == 3 and {r["status"] for r in rows} == {"cancelled"}
+
+
+def test_a_replay_file_may_not_send_webhooks(tmp_path: Path) -> None:
+    path = tmp_path / "defs.toml"
+    path.write_text('[[definitions]]\nid = "a"\nversion = 1\n'
+                    'delivery = [{ channel = "webhook", destination = "ops" }]\n'
+                    '[definitions.trigger]\ntype = "condition"\nmode = "every_edge"\n'
+                    'poll_every = "P1D"\nsource = { name = "series", version = "1" }\n'
+                    '[definitions.trigger.predicate]\nsubject = "x"\nop = "<="\n'
+                    'threshold = "10 USD"\n')
+    definitions = load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource([], name="series", version="1")
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with pytest.raises(SpecError) as raised:
+        anyio.run(lambda: replay(None, definitions, source, start=start,  # type: ignore[arg-type]
+                                 end=start + timedelta(days=1), home=tmp_path))
+    assert raised.value.field == "a.delivery.0.channel"

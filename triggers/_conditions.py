@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -113,9 +114,18 @@ class Comparison(_Model):
 
     subject: Annotated[str, Field(min_length=1, max_length=256)]
     op: Literal["<", "<=", ">", ">=", "==", "!="]
-    threshold: str
+    threshold: Annotated[str, Field(min_length=1, max_length=100)]
     freshness: timedelta | None = None
-    unit: str | None = None
+    unit: Annotated[str, Field(max_length=64)] | None = None
+
+    @pydantic.field_validator("freshness", mode="before")
+    @classmethod
+    def _freshness_text(cls, value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, str) and
+                                       re.fullmatch(r"P[^T]*[YM].*", value.upper())):
+            raise SpecError("freshness", f"{value!r} is not a fixed duration (months and "
+                            "years vary in length).", "write days, e.g. freshness = 'P45D'.")
+        return value
 
     @pydantic.field_validator("threshold")
     @classmethod
@@ -268,7 +278,12 @@ def evaluate(predicate: Predicate, observations: Mapping[str, Observation],
     def walk(p: Predicate) -> tuple[Verdict, str]:
         """The verdict of ``p`` and its reason as a tree: ``all(...)``, ``not(...)``."""
         if isinstance(p, Comparison):
-            leaf = compare(p, observations.get(p.subject), now)
+            observation = observations.get(p.subject)
+            try:
+                leaf = compare(p, observation, now)
+            except Exception as exc:  # a malformed observation is unknown, never a crash
+                leaf = Leaf(p, Verdict.UNKNOWN, f"unknown: {p.subject} could not be judged "
+                            f"({type(exc).__name__}: {exc})", observation)
             leaves.append(leaf)
             return leaf.verdict, leaf.reason
         if isinstance(p, NotOf):

@@ -265,7 +265,7 @@ class ConditionTrigger(_Model):
                 "trigger.poll_every",
                 f"{value.total_seconds():g} s is under the minimum resolution of "
                 f"{minimum.total_seconds():g} s.",
-                f"poll at most every {minimum.total_seconds():g} seconds.")
+                f"poll every {minimum.total_seconds():g} seconds or less often.")
         return value
 
     @pydantic.field_validator("cooldown", mode="before")

@@ -49,8 +49,8 @@ def in_range(value: Decimal) -> bool:
     lies within 1e-100 .. 1e100 in magnitude (or is zero)."""
     if not value.is_finite():
         return False
-    if value.is_zero():
-        return True
+    if value.is_zero():  # 0E-99999 is zero, but no database column holds it
+        return -(MAX_EXPONENT + MAX_DIGITS) <= int(value.as_tuple().exponent) <= MAX_EXPONENT
     return (len(value.as_tuple().digits) <= MAX_DIGITS
             and -MAX_EXPONENT <= value.adjusted() <= MAX_EXPONENT)
 
@@ -120,20 +120,45 @@ class Quantity:
 
 @functools.lru_cache(maxsize=4096)
 def _unit(text: str) -> Unit:
-    """Canonical unit for ``text``; raises pint's errors."""
+    """Canonical unit for ``text``; raises pint's errors (or ValueError)."""
     reg = registry()
     if text.strip() in ("", "1", "dimensionless"):
         return Unit("dimensionless")
+    if len(text) > MAX_UNIT_LENGTH:
+        raise ValueError(f"longer than {MAX_UNIT_LENGTH} characters")
     unit = reg.Unit(text)
     items = list(unit._units.items())  # pint's UnitsContainer: {name: exponent}
     offset = any(not reg._units[name].is_multiplicative for name, _ in items)
-    if offset and (len(items) != 1 or items[0][1] != 1):
+    # pint silently turns an offset unit inside a product or quotient (degC/s) into a
+    # difference (delta_degC/s); refuse that: write delta_degC/s if a rate is meant
+    written_offset = any(part in _OFFSET_NAMES for part in re.split(r"[\s*/()^]+", text))
+    if (offset or written_offset) and (len(items) != 1 or items[0][1] != 1):
         raise ValueError("an offset unit (degC, degF) cannot be multiplied, divided or "
-                         "raised to a power")
+                         "raised to a power; write delta_degC/s for a rate")
+    dimensions = {str(k): v for k, v in dict(unit.dimensionality).items()}
     temperature = None
-    if str(unit.dimensionality) == "[temperature]":
-        temperature = "delta" if str(unit).startswith("delta_") else "absolute"
-    return Unit(str(unit), temperature)
+    if dimensions == {"[temperature]": 1}:
+        temperature = "absolute" if offset or items[0][0] in ("kelvin", "degree_Rankine") \
+            else "delta"
+    return Unit(_name(items), temperature)
+
+
+_OFFSET_NAMES = frozenset({"degC", "degF", "celsius", "fahrenheit", "degree_Celsius",
+                           "degree_Fahrenheit", "°C", "°F", "degreeC", "degreeF"})
+MAX_UNIT_LENGTH = 64
+"""Characters a unit string may have (pint's parser is not linear in the length)."""
+
+
+def _name(items: list[tuple[str, Any]]) -> str:
+    """A canonical pint unit string from (name, exponent) pairs (pint's own formatter
+    cannot print the Fraction exponents of this registry)."""
+    def power(name: str, exponent: Any) -> str:
+        value = Fraction(exponent)
+        if value == 1:
+            return name
+        shown = str(value.numerator) if value.denominator == 1 else f"({value})"
+        return f"{name} ** {shown}"
+    return " * ".join(power(name, exponent) for name, exponent in sorted(items))
 
 
 def check_unit(text: str, field: str = "unit") -> Unit:
@@ -146,7 +171,8 @@ def check_unit(text: str, field: str = "unit") -> Unit:
     try:
         return _unit(text)
     except Exception as exc:  # pint raises several unrelated error types
-        raise SpecError(field, f"{text!r} is not a unit ({_pint_reason(exc)}).",
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise SpecError(field, f"{shown!r} is not a unit ({_pint_reason(exc)}).",
                         "use a pint unit such as 'USD/share', 'degF', 'delta_degC', 'mm' or "
                         "'percent'; currencies are ISO 4217 codes.") from exc
 
@@ -239,4 +265,4 @@ def _fold(name: str, code: str) -> str | None:
 def _dimension_names(unit: Unit) -> list[str]:
     if unit.name == "dimensionless":
         return []
-    return [str(d) for d in registry().Unit(unit.name).dimensionality]
+    return [str(d) for d in dict(registry().Unit(unit.name).dimensionality)]

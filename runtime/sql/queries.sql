@@ -313,10 +313,12 @@ RETURNING tenant_id, definition_id, slot;
 
 -- name: tasks_claim
 -- A worker claims due pending tasks; each gets a lease and a fresh fencing token.
--- $5: only this tenant's tasks (a replay's worker), or NULL for all.
+-- $5: only this tenant's tasks (a replay's worker), or NULL for every tenant but the
+-- replays' (they run on a virtual clock: '_replay-...').
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
-    WHERE status = 'pending' AND not_before <= $1 AND ($5::text IS NULL OR tenant_id = $5)
+    WHERE status = 'pending' AND not_before <= $1
+      AND CASE WHEN $5::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $5 END
     ORDER BY not_before, task_id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -334,7 +336,8 @@ RETURNING t.*;
 -- Running tasks whose lease expired get a new owner and a newer fencing token.
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
-    WHERE status = 'running' AND lease_expires_at < $1 AND ($5::text IS NULL OR tenant_id = $5)
+    WHERE status = 'running' AND lease_expires_at < $1
+      AND CASE WHEN $5::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $5 END
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -449,12 +452,13 @@ SELECT * FROM reports WHERE tenant_id = $1 AND task_id = $2;
 -- name: deliveries_claim
 -- Several dispatchers never hold one row at once: SKIP LOCKED plus a lease. A row whose
 -- lease expired (its dispatcher died before recording) is taken over: attempt + 1, same id.
--- $5: only this tenant's rows (a replay's dispatcher), or NULL for all.
+-- $5: only this tenant's rows (a replay's dispatcher), or NULL for every tenant but the
+-- replays'.
 WITH c AS (
     SELECT tenant_id, delivery_id FROM deliveries
     WHERE ((status IN ('pending', 'retrying') AND next_attempt_at <= $1)
            OR (status = 'delivering' AND lease_expires_at < $1))
-      AND ($5::text IS NULL OR tenant_id = $5)
+      AND CASE WHEN $5::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $5 END
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -785,7 +789,8 @@ SELECT tenant_id FROM tenants WHERE tenant_id = $1;
 
 -- name: conditions_due_lock
 -- Poll phase 1: the condition definitions whose next poll is due; rows another
--- supervisor holds are skipped (it polls them). $3: one tenant only (a replay), or NULL.
+-- supervisor holds are skipped (it polls them). $3: one tenant only (a replay), or NULL
+-- for every tenant but the replays' ('_replay-...', on a virtual clock).
 SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
        d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, r.spec_hash, r.spec
 FROM definitions d
@@ -793,7 +798,8 @@ JOIN definition_revisions r
   ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
  AND r.revision = d.effective_revision
 WHERE d.status = 'active' AND d.trigger_kind = 'condition' AND d.next_due_at <= $1
-  AND ($3::text IS NULL OR d.tenant_id = $3)
+  AND CASE WHEN $3::text IS NULL THEN d.tenant_id NOT LIKE '\_replay-%'
+           ELSE d.tenant_id = $3 END
 ORDER BY d.next_due_at, d.tenant_id, d.definition_id
 LIMIT $2
 FOR UPDATE OF d SKIP LOCKED;
@@ -836,10 +842,12 @@ WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
 -- name: condition_polls_abandon
 -- Polls claimed by a poller that never decided them (it died between the read and the
 -- admission): decided 'abandoned', so the timeline has no hole and nothing waits.
+-- $3: one tenant (a replay, on its own clock), or NULL for all but the replays'.
 UPDATE condition_polls
 SET status = 'decided', action = 'abandoned', decided_at = $1,
     reason = 'the poller stopped between reading the source and deciding; nothing admitted'
 WHERE status = 'reading' AND claimed_at < $2
+  AND CASE WHEN $3::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $3 END
 RETURNING tenant_id, definition_id, slot;
 
 -- name: condition_state_lock
@@ -849,12 +857,13 @@ FOR UPDATE;
 
 -- name: condition_state_upsert
 INSERT INTO condition_state (tenant_id, definition_id, binding_id, condition_key, revision,
-                             last_definite, latched, last_fired_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                             last_definite, latched, last_fired_at, decided_through, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10, $9)
 ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
 SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
     last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
-    last_fired_at = EXCLUDED.last_fired_at, updated_at = EXCLUDED.updated_at;
+    last_fired_at = EXCLUDED.last_fired_at, decided_through = EXCLUDED.decided_through,
+    updated_at = EXCLUDED.updated_at;
 
 -- name: observation_receipts_insert
 INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject, source,

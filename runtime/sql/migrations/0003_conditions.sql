@@ -19,7 +19,8 @@ ALTER TABLE occurrences ADD CONSTRAINT occurrences_kind_check
 -- The condition's memory, per definition and binding: it lives here, not in prunable
 -- history, so a first_match latch survives the deletion of old polls and receipts.
 -- condition_key hashes source, predicate and mode: a revision that changes any of them
--- starts fresh; one that keeps them keeps this row.
+-- starts fresh; one that keeps them keeps this row. decided_through: a poll decided late
+-- (a slow read overtaken by a later poll) must not rewrite what the later one saw.
 CREATE TABLE condition_state (
     tenant_id      text NOT NULL,
     definition_id  text NOT NULL,
@@ -29,6 +30,7 @@ CREATE TABLE condition_state (
     last_definite  boolean,
     latched        boolean NOT NULL DEFAULT false,
     last_fired_at  timestamptz,
+    decided_through timestamptz NOT NULL,  -- the latest poll slot this state has seen
     updated_at     timestamptz NOT NULL,
     PRIMARY KEY (tenant_id, definition_id, binding_id)
 );
