@@ -60,7 +60,7 @@ from triggers import (
 
 from ._admission import active_tasks, budget_states, insert_tasks, task_row
 from ._clock import Clock
-from ._db import Connection, Database
+from ._db import Connection, Database, StoreError
 from ._errors import CommitOutcomeUnknown
 from ._registry import Registry
 from ._specs import spec_from_row
@@ -97,7 +97,8 @@ class PollEvent:
         at: the poll slot's instant (UTC).
         verdict: ``true``, ``false`` or ``unknown`` (``None`` when nothing was read).
         action: ``fired``, ``suppressed_cooldown``, ``none``, ``skipped_overrun``,
-            ``denied_budget``, ``denied_poll_budget``, ``fenced_out``.
+            ``denied_budget``, ``denied_poll_budget``, ``fenced_out``, ``superseded``,
+            ``abandoned``, ``failed``.
         task_id: the admitted task, when the poll fired.
         observations: what each subject's source said.
     """
@@ -312,10 +313,13 @@ def unsound(observation: Any) -> str | None:
             continue
         if not isinstance(instant, datetime) or instant.utcoffset() is None:
             return f"{name} {instant!r}: not an aware datetime"
-    for name in ("unit", "currency", "observation_id", "subject", "source", "source_version"):
+    for name in ("unit", "currency", "observation_id", "subject", "source", "source_version",
+                 "detail"):
         text = getattr(observation, name)
-        if text is not None and (not isinstance(text, str) or len(text) > 256):
-            return f"{name}: not a string of at most 256 characters"
+        limit = 2000 if name == "detail" else 256
+        if text is not None and (not isinstance(text, str) or len(text) > limit
+                                 or "\x00" in text):
+            return f"{name}: not a string of at most {limit} characters without NUL"
     if not isinstance(observation.status, ObservationStatus):
         return f"status {observation.status!r}"
     return None
@@ -344,6 +348,13 @@ async def _decide_durably(db: Database, clock: Clock,
                     for claim, read_at, evaluation in evaluated]
     except CommitOutcomeUnknown as lost:
         await db.settle(lost)
+    except StoreError as exc:  # one poll the store refused: decide the others alone
+        if len(evaluated) == 1:
+            return [await _refused(db, clock, *evaluated[0], exc)]
+        log.warning("a chunk of %d polls was refused (%s); deciding them one by one",
+                    len(evaluated), exc)
+        return [event for one in evaluated
+                for event in await _decide_durably_one(db, clock, one, actor, registry)]
     events = []
     for claim, read_at, evaluation in evaluated:
         row = await db.fetchrow("condition_poll_get", claim.item.tenant_id,
@@ -418,6 +429,30 @@ async def _decide(tx: Connection, clock: Clock, claim: _Claim, read_at: datetime
                      new_state.latched, new_state.last_fired_at, now, slot.scheduled_for)
     await _record(tx, claim, read_at, evaluation, action, reason, task_id, now)
     return _event(claim, evaluation, action, reason, task_id)
+
+
+async def _decide_durably_one(db: Database, clock: Clock,
+                              one: tuple[_Claim, datetime, Evaluation], actor: str,
+                              registry: Registry) -> list[PollEvent]:
+    claim, read_at, evaluation = one
+    try:
+        async with db.transaction() as tx:
+            return [await _decide(tx, clock, claim, read_at, evaluation, actor, registry)]
+    except StoreError as exc:
+        return [await _refused(db, clock, claim, read_at, evaluation, exc)]
+
+
+async def _refused(db: Database, clock: Clock, claim: _Claim, read_at: datetime,
+                   evaluation: Evaluation, exc: Exception) -> PollEvent:
+    """Record a poll whose decision the store refused as ``failed`` (no receipt, nothing
+    admitted, the state untouched), so the poller goes on and the timeline says why."""
+    log.error("poll %s of %s could not be decided: %s", claim.slot.key,
+              claim.item.definition_id, exc)
+    reason = f"the store refused this poll's decision ({exc}); nothing admitted"[:2000]
+    await db.execute("condition_poll_decide", claim.item.tenant_id, claim.item.definition_id,
+                     USER_BINDING_ID, claim.slot.key, read_at, evaluation.verdict.value,
+                     "failed", reason, None, clock.now())
+    return _event(claim, evaluation, "failed", reason, None)
 
 
 def _state(row: Any, key: str) -> ConditionState:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -33,6 +34,8 @@ from triggers import (
 __all__ = ["HEADER", "SeriesError", "SeriesRow", "SeriesSource", "read_series_csv"]
 
 HEADER = ("as_of", "subject", "value", "unit", "currency")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|infinity)",
+                     re.ASCII | re.IGNORECASE)
 _MISSING = frozenset({"", "na", "nan", "null", "none", "n/a"})
 
 
@@ -76,6 +79,9 @@ def parse_value(text: str, where: str) -> Decimal | None:
     """
     if text.strip().lower() in _MISSING:
         return None
+    if not _NUMBER.fullmatch(text.strip()):
+        raise SeriesError(f"{where}: value {text!r} is not a number (leave the cell empty "
+                          "for a missing value)")
     try:
         value = Decimal(text.strip())
     except InvalidOperation as exc:

@@ -126,6 +126,8 @@ def test_temperature_differences_compare_across_scales() -> None:
     ("1 degC/s", None, "threshold"),              # an offset unit in a quotient
     ("1 m*degC", None, "threshold"),
     ("1 " + "m*" * 40 + "m", None, "threshold"),  # longer than 64 characters
+    ("5", "percent", "threshold"),                # a bare 5 against percent is 500 %
+    ("\u0661\u0660 USD", None, "threshold"),       # Arabic-Indic digits
 ])
 def test_bad_units_are_refused_at_proposal(threshold: str, observed: str | None,
                                            field: str) -> None:

@@ -566,3 +566,32 @@ async def test_live_pollers_never_touch_a_replay_tenant(db: Database, clock: Fak
     assert [e.action for e in scoped] == ["fired"]
     worker = Worker(db, clock, AgentCatalog(), worker_id="live", artifact_root=Any)  # type: ignore[arg-type]
     assert await worker.claim() is None  # the replay's task is not a live worker's
+
+
+async def test_a_poll_the_store_refuses_is_recorded_failed(db: Database, clock: FakeClock) -> None:
+    """The database refuses one poll's receipt (a real trigger raising in PostgreSQL):
+    that poll is recorded 'failed' with the reason, the others of its transaction are
+    decided one by one, and the poller goes on."""
+    await db.pool.execute("""
+        CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.definition_id = 'boom' THEN RAISE EXCEPTION 'receipt refused'; END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_boom BEFORE INSERT ON observation_receipts
+          FOR EACH ROW EXECUTE FUNCTION refuse_boom();""")
+    sources = registry_of(Script(default=9), clock=clock)
+    me = await owner(db, clock)
+    for name in ("a", "boom", "c"):
+        await confirmed(db, clock, condition(LE_10), definition_id=name, principal=me)
+    events = await step_hours(db, clock, sources, 1)
+    assert {e.definition_id: e.action for e in events} == {
+        "a": "fired", "boom": "failed", "c": "fired"}
+    assert "receipt refused" in next(e.reason for e in events if e.definition_id == "boom")
+    stored = await db.pool.fetch("SELECT definition_id, status, action FROM condition_polls "
+                                 "ORDER BY definition_id")
+    assert [tuple(r) for r in stored] == [("a", "decided", "fired"),
+                                          ("boom", "decided", "failed"),
+                                          ("c", "decided", "fired")]
+    assert sorted(r["definition_id"] for r in await db.pool.fetch(
+        "SELECT definition_id FROM tasks")) == ["a", "c"]

@@ -60,6 +60,7 @@ async def test_a_missing_cell_is_missing_not_zero(tmp_path: Path, cell: str) -> 
 @pytest.mark.parametrize(("body", "words"), [
     ("2024-01-01,X,1e999999999999,degC,\n", "out of range"),
     ("2024-01-01,X,ten,degC,\n", "not a number"),
+    ("2024-01-01,X,1_0,degC,\n", "not a number"),
     ("2024-01-01,X,Infinity,degC,\n", "not finite"),
     ("yesterday,X,1,degC,\n", "as_of 'yesterday' is not an ISO 8601"),
     ("2024-01-01,,1,degC,\n", "subject is empty"),

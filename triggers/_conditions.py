@@ -146,6 +146,11 @@ class Comparison(_Model):
         if self.unit is not None:
             observed = check_unit(self.unit, "unit")
             threshold = self.quantity
+            if threshold.unit.name == "dimensionless" and observed.name != "dimensionless":
+                raise SpecError(
+                    "threshold", f"{self.threshold!r} has no unit, but the readings are in "
+                    f"{self.unit!r} (a bare 5 against percent means 500 %).",
+                    f"write the unit: threshold = '{self.threshold.strip()} {self.unit}'.")
             if not comparable(threshold.unit, observed):
                 raise SpecError(
                     "threshold", f"{self.threshold!r} does not compare with observations in "

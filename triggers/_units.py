@@ -55,7 +55,8 @@ def in_range(value: Decimal) -> bool:
             and -MAX_EXPONENT <= value.adjusted() <= MAX_EXPONENT)
 
 
-_QUANTITY = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*")
+_QUANTITY = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*",
+                       re.ASCII | re.DOTALL)
 
 
 @functools.cache
