@@ -27,6 +27,7 @@ import pydantic
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from sources import SourceRegistry
 from triggers import Importance, NoOccurrenceError, SpecError, format_utc, parse_spec, preview
@@ -35,7 +36,7 @@ from . import _definitions as defs
 from . import _webhooks as webhooks
 from ._agents import AgentCatalog, CommandAgent
 from ._clock import SystemClock
-from ._conditions import poll_once
+from ._conditions import poll_once, polls_page
 from ._db import Database
 from ._deliveries import PgDeliveryStore
 from ._embedded import EmbeddedPostgresError, embedded_postgres
@@ -535,6 +536,53 @@ def history_cmd(
 
 def _iso(value: Any) -> Any:
     return format_utc(value) if isinstance(value, datetime) else value
+
+
+@app.command("polls")
+def polls_cmd(
+    definition: Annotated[str | None, typer.Argument()] = None,
+    tenant: Annotated[str, typer.Option(help="The tenant (e.g. a replay's _replay-...).")] = "",
+    since: Annotated[str | None, typer.Option(help="Polls scheduled at or after (ISO 8601).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 100,
+    changes: Annotated[bool, typer.Option(help="Only polls whose verdict changed or that did "
+                                          "something (fired, suppressed, denied, ...).")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """A condition's poll timeline: verdict, action, reason, task and what was read."""
+    if not tenant:
+        raise _fail_input(SpecError("--tenant", "is required.", "give --tenant T."))
+    start = _instant(since, "--since") if since else None
+
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return await polls_page(db, tenant, definition, since=start, limit=limit)
+    rows = _with_db(run)
+    if changes:
+        last: dict[str, Any] = {}
+        kept = []
+        for row in rows:
+            key = row["definition_id"]
+            if row["action"] != "none" or last.get(key) != row["verdict"]:
+                kept.append(row)
+            last[key] = row["verdict"]
+        rows = kept
+    if as_json:
+        for row in rows:
+            if isinstance(row.get("observations"), str):
+                row["observations"] = json.loads(row["observations"])
+        _json(rows)
+        return
+    if not rows:
+        err.print("no polls match")
+        return
+    table = Table(title=f"polls {definition or tenant}", show_lines=False)
+    for column in ("scheduled_for (UTC)", "definition", "verdict", "action", "task", "reason"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(format_utc(row["scheduled_for"]), escape(row["definition_id"]),
+                      row["verdict"] or "-", row["action"] or row["status"],
+                      "" if row["task_id"] is None else f"#{row['task_id']}",
+                      escape(row["reason"] or ""))
+    out.print(table)
 
 
 # ---------------------------------------------------------------- running

@@ -320,6 +320,16 @@ async def test_replay_json_lines_are_the_stable_contract(db: Database, db_dsn: s
     tenant = err.split("stored under tenant ")[1].split()[0]
     rows = await db.pool.fetch("SELECT slot FROM tasks WHERE tenant_id = $1 ORDER BY slot", tenant)
     assert [r["slot"] for r in rows] == ["2024-01-02T00:00:00Z", "2024-01-07T00:00:00Z"]
+    _, out, _ = await cli("polls", "dip", "--tenant", tenant, "--changes", "--json",
+                          dsn=db_dsn, home=tmp_path)
+    timeline = json.loads(out)
+    assert [(p["slot"], p["verdict"], p["action"]) for p in timeline] == [
+        ("2024-01-01T00:00:00Z", "false", "none"), ("2024-01-02T00:00:00Z", "true", "fired"),
+        ("2024-01-03T00:00:00Z", "unknown", "none"), ("2024-01-04T00:00:00Z", "true", "none"),
+        ("2024-01-05T00:00:00Z", "false", "none"), ("2024-01-06T00:00:00Z", "unknown", "none"),
+        ("2024-01-07T00:00:00Z", "true", "fired")]
+    assert timeline[2]["observations"][0]["status"] == "missing"
+    assert timeline[5]["observations"][0]["currency"] == "EUR"
 
 
 @pytest.mark.parametrize(("series", "defs", "words"), [
