@@ -44,10 +44,14 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from runtime._embedded import embedded_postgres
 
+    async def wait() -> None:
+        print("waiting", flush=True)  # the loop runs: its SIGINT handler is installed
+        await asyncio.sleep(60)
+
     with embedded_postgres(Path(sys.argv[1])) as dsn:
         print(dsn, flush=True)
         if sys.argv[2] == "asyncio":
-            asyncio.run(asyncio.sleep(60))
+            asyncio.run(wait())
         else:
             sys.stdin.readline()
     """
@@ -237,7 +241,8 @@ def test_crashed_owner_server_is_replaced(home: Path, spawn, embedded_log) -> No
 def test_signal_stops_server(home: Path, spawn, signum: int, mode: str, exit_codes) -> None:
     """SIGTERM (SystemExit 143) or SIGINT inside the context exits and stops the server."""
     child, _ = spawn(mode)
-    time.sleep(0.2)  # let the asyncio child reach its sleep
+    if mode == "asyncio":  # wait until its event loop runs (a fixed sleep raced under load)
+        assert child.stdout is not None and child.stdout.readline().strip() == "waiting"
     child.send_signal(signum)
     assert child.wait(timeout=30) in exit_codes
     assert_stopped(home)
