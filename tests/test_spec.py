@@ -146,3 +146,18 @@ def test_previews_respect_the_ends() -> None:
                         "ends": {"until": "2026-01-01T00:05:00Z"}})
     slots = list(itertools.islice(until.bounded_calendar().slots_after(after), 10))
     assert [s.scheduled_for.minute for s in slots] == [1, 2, 3, 4, 5]
+
+
+def test_every_example_spec_parses() -> None:
+    """The single-spec examples parse as shown in the README (replay files are lists)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    specs = [p for p in sorted(root.rglob("*.toml"))
+             if "definitions" not in tomllib.loads(p.read_text())]
+    assert {p.name for p in specs} >= {"holdings_review.toml", "fund_below_5000.toml"}
+    for path in specs:
+        data = tomllib.loads(path.read_text())
+        if "version" in data:  # weekly_rank_check.toml is a registration file
+            parse_spec(data)
