@@ -617,7 +617,7 @@ def _sources(target: str | None, series: list[str]) -> SourceRegistry:
         module_name, _, attr = target.partition(":")
         try:
             value = getattr(importlib.import_module(module_name), attr or "SOURCES")
-        except (ImportError, AttributeError) as exc:
+        except (ImportError, AttributeError, ValueError) as exc:
             raise _fail_input(SpecError("--sources", f"cannot load {target!r}: {exc}.",
                                         "give module:attribute of a list of sources.")) from exc
         value = value() if callable(value) and not isinstance(value, SourceRegistry) else value
@@ -636,6 +636,9 @@ def _sources(target: str | None, series: list[str]) -> SourceRegistry:
         if not sep or not name or not path:
             raise _fail_input(SpecError("--series", f"{item!r} is not NAME=CSV or NAME@VERSION=CSV.",
                                         "e.g. --series prices@1=prices.csv."))
+        if name in found.names():
+            raise _fail_input(SpecError("--series", f"two sources are named {name!r}.",
+                                        "give each series its own name."))
         try:
             found.add(SeriesSource.from_csv(Path(path), name=name, version=version or "1"))
         except (SeriesError, OSError) as exc:

@@ -72,7 +72,7 @@ log = logging.getLogger("watchkeeper.conditions")
 
 ABANDON_AFTER = timedelta(minutes=10)
 """A poll still ``reading`` this long after its claim is decided ``abandoned``."""
-READ_TIMEOUT = 30.0
+READ_TIMEOUT = 10.0
 """Seconds (real time) one source read may take before it counts as timed out."""
 DECIDE_CHUNK = 50
 """Polls decided per admission transaction: each is decided on its own (its own fence,
@@ -161,7 +161,8 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     now = clock.now()
     report.abandoned = len(await db.fetch("condition_polls_abandon", now, now - ABANDON_AFTER,
                                           tenant_id))
-    claims, early = await _claim(db, now, limit, actor, registry or Registry(), tenant_id)
+    claims, early = await _claim(db, now, limit, actor, registry or Registry(), tenant_id,
+                                 sorted(sources.names()))
     report.claimed = len(claims) + len(early)
     report.events.extend(early)
     if not claims:
@@ -176,7 +177,10 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     async with anyio.create_task_group() as tg:
         for index, claim in enumerate(claims):
             tg.start_soon(read, index, claim)
-    decided = [(claim, *readings[index]) for index, claim in enumerate(claims)]
+    decided = sorted(((claim, *readings[index]) for index, claim in enumerate(claims)),
+                     key=lambda d: (d[0].item.tenant_id, d[0].item.definition_id))
+    # one lock order for every poller (definition, then its state): no deadlock between
+    # two supervisors whose chunks hold the same definitions
     for start in range(0, len(decided), DECIDE_CHUNK):
         report.events.extend(await _decide_durably(db, clock, decided[start:start + DECIDE_CHUNK],
                                                    actor, registry or Registry()))
@@ -187,13 +191,19 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
 
 
 async def _claim(db: Database, now: datetime, limit: int, actor: str, registry: Registry,
-                 tenant_id: str | None) -> tuple[list[_Claim], list[PollEvent]]:
+                 tenant_id: str | None,
+                 source_names: list[str]) -> tuple[list[_Claim], list[PollEvent]]:
     claims: list[_Claim] = []
     early: list[PollEvent] = []
     async with db.transaction() as tx:
-        rows = await tx.fetch("conditions_due_lock", now, limit, tenant_id)
+        rows = await tx.fetch("conditions_due_lock", now, limit, tenant_id, source_names)
         for row in rows:
-            spec = spec_from_row(row)
+            try:
+                spec = spec_from_row(row)
+            except Exception as exc:  # noqa: BLE001 - one bad definition must not stop polling
+                log.exception("cannot poll %s/%s", row["tenant_id"], row["definition_id"])
+                await _fail_definition(tx, row, now, actor, f"{type(exc).__name__}: {exc}")
+                continue
             item = DueDefinition(row["tenant_id"], row["definition_id"], row["origin"],
                                  row["owner_user_id"], row["fence"], row["effective_revision"],
                                  row["spec_hash"], row["cursor_at"], row["slots_seen"], spec, None)
@@ -220,6 +230,18 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, registry: 
             else:
                 claims.append(_Claim(item, trigger, slot, window.count - 1))
     return claims, early
+
+
+async def _fail_definition(tx: Connection, row: Any, now: datetime, actor: str,
+                           why: str) -> None:
+    """Stop a definition whose stored spec cannot be polled any more (status failed, an
+    event says why); a corrected revision makes it active again."""
+    await tx.execute("definitions_advance", [row["tenant_id"]], [row["definition_id"]],
+                     [row["cursor_at"]], [row["slots_seen"]], [None], ["failed"], now)
+    await tx.execute("event_insert", row["tenant_id"], row["definition_id"], "*",
+                     row["effective_revision"], "planning_failed", None, None, now, now, 0,
+                     f"cannot be polled, so it stopped: {why}; propose a corrected revision"[:2000],
+                     now, actor)
 
 
 async def _advance(tx: Connection, item: DueDefinition, window: DueWindow, now: datetime) -> None:
@@ -263,39 +285,41 @@ async def _read(claim: _Claim, sources: SourceRegistry, clock: Clock,
     wanted = claim.trigger.source
     read_at = clock.now()
     observations: dict[str, Observation] = {}
-    for subject in subjects_of(claim.trigger.predicate):
-        try:
-            source = sources.get(wanted.name)
-        except UnknownSource as exc:
-            observations[subject] = _unusable(wanted.name, wanted.version, subject, read_at,
-                                              ObservationStatus.FAILED, str(exc))
-            continue
-        if source.version != wanted.version:
-            observations[subject] = _unusable(
-                wanted.name, source.version, subject, read_at, ObservationStatus.FAILED,
-                f"source {wanted.name} is version {source.version}; the definition was "
-                f"confirmed with version {wanted.version}")
-            continue
-        try:
-            with anyio.fail_after(limit_seconds):
-                observation = await source.read(subject, read_at)
-        except TimeoutError:
-            observations[subject] = _unusable(wanted.name, wanted.version, subject, read_at,
-                                              ObservationStatus.TIMED_OUT,
-                                              f"source {wanted.name} did not answer within "
-                                              f"{limit_seconds:g} s")
-            continue
-        except Exception as exc:  # a source must not stop the poller; recorded as failed
-            log.exception("source %s raised for %s", wanted.name, subject)
-            observations[subject] = _unusable(wanted.name, wanted.version, subject, read_at,
-                                              ObservationStatus.FAILED,
-                                              f"{type(exc).__name__}: {exc}")
-            continue
-        problem = unsound(observation)
-        observations[subject] = observation if problem is None else _unusable(
-            wanted.name, wanted.version, subject, read_at, ObservationStatus.FAILED,
-            f"source {wanted.name} returned {problem}")
+
+    async def read_one(subject: str) -> None:
+        observations[subject] = await _read_subject(wanted.name, wanted.version, subject,
+                                                    sources, read_at, limit_seconds)
+
+    async with anyio.create_task_group() as tg:  # a definition's subjects concurrently
+        for subject in subjects_of(claim.trigger.predicate):
+            tg.start_soon(read_one, subject)
     return read_at, observations
+
+
+async def _read_subject(name: str, version: str, subject: str, sources: SourceRegistry,
+                        read_at: datetime, limit_seconds: float) -> Observation:
+    try:
+        source = sources.get(name)
+    except UnknownSource as exc:
+        return _unusable(name, version, subject, read_at, ObservationStatus.FAILED, str(exc))
+    if source.version != version:
+        return _unusable(name, source.version, subject, read_at, ObservationStatus.FAILED,
+                         f"source {name} is version {source.version}; the definition was "
+                         f"confirmed with version {version}")
+    try:
+        with anyio.fail_after(limit_seconds):
+            observation = await source.read(subject, read_at)
+    except TimeoutError:
+        return _unusable(name, version, subject, read_at, ObservationStatus.TIMED_OUT,
+                         f"source {name} did not answer within {limit_seconds:g} s")
+    except Exception as exc:  # a source must not stop the poller; recorded as failed
+        log.exception("source %s raised for %s", name, subject)
+        return _unusable(name, version, subject, read_at, ObservationStatus.FAILED,
+                         f"{type(exc).__name__}: {exc}"[:2000])
+    problem = unsound(observation)
+    return observation if problem is None else _unusable(
+        name, version, subject, read_at, ObservationStatus.FAILED,
+        f"source {name} returned {problem}"[:2000])
 
 
 def unsound(observation: Any) -> str | None:
@@ -313,12 +337,13 @@ def unsound(observation: Any) -> str | None:
             continue
         if not isinstance(instant, datetime) or instant.utcoffset() is None:
             return f"{name} {instant!r}: not an aware datetime"
-    for name in ("unit", "currency", "observation_id", "subject", "source", "source_version",
-                 "detail"):
+    required = ("observation_id", "subject", "source", "source_version", "detail")
+    for name in ("unit", "currency", *required):
         text = getattr(observation, name)
-        limit = 2000 if name == "detail" else 256
-        if text is not None and (not isinstance(text, str) or len(text) > limit
-                                 or "\x00" in text):
+        if text is None and name not in required:
+            continue
+        limit = {"detail": 2000, "observation_id": 1024}.get(name, 256)
+        if not isinstance(text, str) or len(text) > limit or "\x00" in text:
             return f"{name}: not a string of at most {limit} characters without NUL"
     if not isinstance(observation.status, ObservationStatus):
         return f"status {observation.status!r}"
@@ -547,6 +572,8 @@ def _event(claim: _Claim, evaluation: Evaluation, action: str, reason: str,
 
 async def polls_page(db: Database, tenant_id: str, definition_id: str | None = None, *,
                      since: datetime | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-    """The poll timeline (oldest first) with each poll's observation receipts."""
-    return [dict(r) for r in await db.fetch("condition_polls_page", tenant_id, definition_id,
+    """The poll timeline with each poll's observation receipts, oldest first: from
+    ``since`` on, or (without it) the newest ``limit`` polls."""
+    rows = [dict(r) for r in await db.fetch("condition_polls_page", tenant_id, definition_id,
                                             since, limit)]
+    return rows if since is not None else rows[::-1]

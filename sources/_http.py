@@ -10,6 +10,7 @@ predicate, never a zero. Numbers are read as ``Decimal`` (no binary rounding).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -79,11 +80,12 @@ class HttpJsonSource:
             return bad(ObservationStatus.FAILED, f"{url} answered HTTP {response.status_code}")
         try:
             document = json.loads(response.content, parse_float=Decimal)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return bad(ObservationStatus.FAILED, f"{url} did not answer JSON ({exc})")
         try:
             as_of = self._as_of(document, fetched)
-        except (SeriesError, jsonpointer.JsonPointerException, TypeError, ValueError) as exc:
+        except (SeriesError, jsonpointer.JsonPointerException, TypeError, ValueError,
+                OverflowError, OSError) as exc:
             return bad(ObservationStatus.FAILED, f"{url}: as_of: {exc}")
         raw = _pointer(document, self.value)
         value = _decimal(raw)
@@ -123,9 +125,14 @@ def _pointer(document: Any, pointer: str | None) -> Any:
         return None
 
 
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+
+
 def _decimal(raw: Any) -> Decimal | None:
     if raw is None or isinstance(raw, bool):
         return None
+    if isinstance(raw, str) and not _NUMBER.fullmatch(raw):
+        return None  # ASCII decimal numbers only: not "1_000", not other scripts' digits
     try:
         value = Decimal(str(raw))
     except ArithmeticError:

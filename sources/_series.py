@@ -66,9 +66,11 @@ def parse_instant(text: str, where: str) -> datetime:
             day = date.fromisoformat(text)
             return datetime(day.year, day.month, day.day, tzinfo=UTC)
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise SeriesError(f"{where}: as_of {text!r} is not an ISO 8601 date or time") from exc
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        result = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise SeriesError(f"{where}: as_of {text!r} is not an ISO 8601 date or time "
+                          "(in years 1-9999 UTC)") from exc
+    return result
 
 
 def parse_value(text: str, where: str) -> Decimal | None:
@@ -105,6 +107,15 @@ def read_series_csv(path: Path) -> list[SeriesRow]:
             number, unit or currency code.
         OSError: the file cannot be read.
     """
+    try:
+        return _read_rows(path)
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
+    except csv.Error as exc:
+        raise SeriesError(f"{path}: not a CSV file the reader accepts ({exc})") from exc
+
+
+def _read_rows(path: Path) -> list[SeriesRow]:
     with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is not a header
         reader = csv.reader(handle)
         header = next(reader, None)

@@ -4,6 +4,7 @@ polling budget, lost COMMIT acknowledgements and restarts (DESIGN "Conditions").
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -450,6 +451,8 @@ async def test_supervisor_polls_and_runs(db: Database, clock: FakeClock, tmp_pat
     (lambda at: Observation("prices", "1", "AAPL", "x", Decimal("0E-99999"), "USD/share",
                             "USD", at, at), "not a Decimal in range"),
     (lambda at: {"value": 9}, "a dict, not an Observation"),
+    (lambda at: Observation("prices", "1", "AAPL", None, Decimal(9), "USD/share", "USD",  # type: ignore[arg-type]
+                            at, at), "observation_id: not a string"),
 ])
 async def test_an_unsound_answer_is_failed_and_the_batch_goes_on(
         db: Database, clock: FakeClock, answer: Any, why: str) -> None:
@@ -595,3 +598,100 @@ async def test_a_poll_the_store_refuses_is_recorded_failed(db: Database, clock: 
                                           ("c", "decided", "fired")]
     assert sorted(r["definition_id"] for r in await db.pool.fetch(
         "SELECT definition_id FROM tasks")) == ["a", "c"]
+
+
+async def test_a_stored_spec_that_no_longer_parses_fails_alone(db: Database,
+                                                               clock: FakeClock) -> None:
+    """A revision stored under an older, laxer watchkeeper that this one refuses: that
+    definition is stopped (status failed, an event says why); the others are polled."""
+    sources = registry_of(Script(default=9), clock=clock)
+    me = await owner(db, clock)
+    for name in ("a", "old", "c"):
+        await confirmed(db, clock, condition(LE_10), definition_id=name, principal=me)
+    await db.pool.execute(
+        "UPDATE definition_revisions SET spec = jsonb_set(spec, "
+        "'{trigger,predicate,threshold}', '\"ten USD\"'), spec_hash = 'stored-by-an-older-"
+        "version' WHERE definition_id = 'old'")
+    events = await step_hours(db, clock, sources, 1)
+    assert sorted(e.definition_id for e in events) == ["a", "c"]
+    assert (await definition(db, "old"))["status"] == "failed"
+    reason = await db.pool.fetchval("SELECT reason FROM schedule_events WHERE "
+                                    "definition_id = 'old' AND kind = 'planning_failed'")
+    assert "cannot be polled" in reason and "threshold" in reason
+
+
+async def test_a_poller_claims_only_conditions_whose_source_it_has(
+        db: Database, clock: FakeClock) -> None:
+    """A tick without the source leaves the poll to a poller that has it: no unknown
+    poll, no budget spent, and the reading still fires."""
+    await confirmed(db, clock, condition(LE_10, limits={"max_polls_per_period": 5}))
+    clock.advance(HOUR)
+    assert (await poll_once(db, clock, SourceRegistry(), actor="other")).events == []
+    assert await db.pool.fetchval("SELECT count(*) FROM poll_budget_ledger") == 0
+    events = (await poll_once(db, clock, registry_of(Script(default=9), clock=clock),
+                              actor="has-it")).events
+    assert [e.action for e in events] == ["fired"]
+
+
+async def test_a_year_long_duration_is_stored_and_confirmed(db: Database,
+                                                            clock: FakeClock) -> None:
+    """400 days of freshness and cooldown round-trip through the store (pydantic would
+    write 'P1Y35D', which a spec refuses)."""
+    await confirmed(db, clock, condition({**LE_10, "freshness": "P400D"}, cooldown="P400D"))
+    stored = await db.pool.fetchval("SELECT spec FROM definition_revisions")
+    stored = json.loads(stored) if isinstance(stored, str) else stored
+    assert stored["trigger"]["cooldown"] == 400 * 86400
+    assert stored["trigger"]["predicate"]["freshness"] == 400 * 86400
+    events = await step_hours(db, clock, registry_of(Script(default=9), clock=clock), 1)
+    assert [e.action for e in events] == ["fired"]
+
+
+async def test_a_long_subject_reads_with_the_shipped_sources(db: Database,
+                                                             clock: FakeClock) -> None:
+    subject = "fund/" + "x" * 250
+    sources = registry_of(Script(default=9), clock=clock)
+    await confirmed(db, clock, condition({**LE_10, "subject": subject}))
+    events = await step_hours(db, clock, sources, 1)
+    assert [e.action for e in events] == ["fired"]
+
+
+async def test_two_pollers_with_the_same_definitions_never_deadlock(
+        db: Database, db_dsn: str, clock: FakeClock) -> None:
+    """Two supervisors decide chunks holding the same two definitions, claimed in
+    opposite orders (different poll cadences); a slow receipt insert (a real trigger
+    sleeping in PostgreSQL) widens the window. Chunks are decided in key order, so both
+    finish and every poll is decided."""
+    await db.pool.execute("""
+        CREATE FUNCTION slow_receipt() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$;
+        CREATE TRIGGER slow_receipt BEFORE INSERT ON observation_receipts
+          FOR EACH ROW EXECUTE FUNCTION slow_receipt();""")
+    me = await owner(db, clock)
+    await confirmed(db, clock, condition(LE_10, poll="PT2M"), definition_id="a", principal=me)
+    await confirmed(db, clock, condition(LE_10, poll="PT1M"), definition_id="b", principal=me)
+    gates = {"first": anyio.Event(), "second": anyio.Event()}
+    clock.advance(120)
+    first = clock.now()
+
+    async def read(subject: str, at: datetime) -> Any:
+        await gates["first" if at == first else "second"].wait()
+        return 11
+
+    sources = registry_of(read, clock=clock)
+    results: dict[str, Any] = {}
+    async with Database.open(db_dsn, migrate=False, max_size=4) as other:
+        async def run(name: str, database: Database) -> None:
+            results[name] = (await poll_once(database, clock, sources, actor=name)).events
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "A", db)
+            await anyio.sleep(0.3)
+            clock.advance(120)
+            tg.start_soon(run, "B", other)
+            await anyio.sleep(0.3)
+            gates["first"].set()
+            gates["second"].set()
+    assert sorted(e.definition_id for e in results["A"]) == ["a", "b"]
+    assert sorted(e.definition_id for e in results["B"]) == ["a", "b"]
+    statuses = await db.pool.fetch("SELECT status FROM condition_polls")
+    assert {r["status"] for r in statuses} == {"decided"}

@@ -97,7 +97,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 
 
 class _Model(pydantic.BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float")
 
 
 class Comparison(_Model):
@@ -181,7 +181,8 @@ class AnyOf(_Model):
 class NotOf(_Model):
     """The negation (unknown stays unknown)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                              ser_json_timedelta="float")
 
     not_: Predicate = Field(alias="not")
 

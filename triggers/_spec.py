@@ -93,7 +93,9 @@ _MIN_INTERVAL_KEY = "min_interval"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # durations are stored as seconds: pydantic's ISO form writes 400 days as 'P1Y35D',
+    # which a stored spec could then not be read back from (months and years vary)
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float")
 
 
 class CronTrigger(_Model):

@@ -125,8 +125,9 @@ def _unit(text: str) -> Unit:
     reg = registry()
     if text.strip() in ("", "1", "dimensionless"):
         return Unit("dimensionless")
-    if len(text) > MAX_UNIT_LENGTH:
+    if len(text) > 4 * MAX_UNIT_LENGTH:  # canonical names may be longer than user text
         raise ValueError(f"longer than {MAX_UNIT_LENGTH} characters")
+    _check_powers(text)
     unit = reg.Unit(text)
     items = list(unit._units.items())  # pint's UnitsContainer: {name: exponent}
     offset = any(not reg._units[name].is_multiplicative for name, _ in items)
@@ -145,7 +146,31 @@ def _unit(text: str) -> Unit:
 
 
 _OFFSET_NAMES = frozenset({"degC", "degF", "celsius", "fahrenheit", "degree_Celsius",
-                           "degree_Fahrenheit", "°C", "°F", "degreeC", "degreeF"})
+                           "degree_Fahrenheit", "°C", "°F", "degreeC", "degreeF", "degRe",
+                           "reaumur", "degree_Reaumur", "°Re"})
+MAX_POWER = 6
+"""Largest exponent a unit may carry (m**3, s**-2; pint evaluates m**9**9**9 for ever)."""
+_POWER = re.compile(r"(\*\*|\^)\s*\(?\s*([-+]?[0-9.]+)")
+
+
+def _check_powers(text: str) -> None:
+    """Refuse chained or large exponents before pint evaluates them.
+
+    Raises:
+        ValueError: an exponent above :data:`MAX_POWER`, or a power of a power.
+    """
+    if re.search(r"(\*\*|\^)[^*^/]*(\*\*|\^)", text.replace(" ", "")) and \
+            re.search(r"(\*\*|\^)\s*\(?\s*[-+]?[0-9.]+\s*\)?\s*(\*\*|\^)", text):
+        raise ValueError("a power of a power")
+    for match in _POWER.finditer(text):
+        try:
+            exponent = abs(float(match.group(2)))
+        except ValueError:
+            raise ValueError(f"exponent {match.group(2)!r}") from None
+        if exponent > MAX_POWER:
+            raise ValueError(f"exponent {match.group(2)} is above {MAX_POWER}")
+    if re.search(r"[A-Za-z_]\d{2,}", text):  # pint reads m99999 as m**99999
+        raise ValueError("digits after a unit name (write m**3, not m3)")
 MAX_UNIT_LENGTH = 64
 """Characters a unit string may have (pint's parser is not linear in the length)."""
 
@@ -170,6 +195,8 @@ def check_unit(text: str, field: str = "unit") -> Unit:
             (``kilodegC``, ``degC/s``).
     """
     try:
+        if len(text) > MAX_UNIT_LENGTH:
+            raise ValueError(f"longer than {MAX_UNIT_LENGTH} characters")
         return _unit(text)
     except Exception as exc:  # pint raises several unrelated error types
         shown = text if len(text) <= 80 else text[:77] + "..."

@@ -790,7 +790,8 @@ SELECT tenant_id FROM tenants WHERE tenant_id = $1;
 -- name: conditions_due_lock
 -- Poll phase 1: the condition definitions whose next poll is due; rows another
 -- supervisor holds are skipped (it polls them). $3: one tenant only (a replay), or NULL
--- for every tenant but the replays' ('_replay-...', on a virtual clock).
+-- for every tenant but the replays' ('_replay-...', on a virtual clock). $4: the source
+-- names this poller has: a poll it could not read is left to a poller that can.
 SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
        d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, r.spec_hash, r.spec
 FROM definitions d
@@ -800,6 +801,7 @@ JOIN definition_revisions r
 WHERE d.status = 'active' AND d.trigger_kind = 'condition' AND d.next_due_at <= $1
   AND CASE WHEN $3::text IS NULL THEN d.tenant_id NOT LIKE '\_replay-%'
            ELSE d.tenant_id = $3 END
+  AND r.spec -> 'trigger' -> 'source' ->> 'name' = ANY($4::text[])
 ORDER BY d.next_due_at, d.tenant_id, d.definition_id
 LIMIT $2
 FOR UPDATE OF d SKIP LOCKED;
@@ -892,7 +894,8 @@ UPDATE definitions SET status = 'completed', next_due_at = NULL, updated_at = $3
 WHERE tenant_id = $1 AND definition_id = $2;
 
 -- name: condition_polls_page
--- The poll timeline of one definition (or all of a tenant), oldest first.
+-- The poll timeline of one definition (or all of a tenant): from $3 on, oldest first;
+-- without $3, the newest $4 (newest first; the caller shows them oldest first).
 SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
        p.superseded, p.status, p.read_at, p.verdict, p.action, p.reason, p.task_id,
        p.decided_at,
@@ -908,7 +911,8 @@ SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.re
 FROM condition_polls p
 WHERE p.tenant_id = $1 AND ($2::text IS NULL OR p.definition_id = $2)
   AND ($3::timestamptz IS NULL OR p.scheduled_for >= $3)
-ORDER BY p.scheduled_for, p.definition_id
+ORDER BY CASE WHEN $3::timestamptz IS NULL THEN p.scheduled_for END DESC,
+         p.scheduled_for, p.definition_id
 LIMIT $4;
 
 -- name: task_id_for
