@@ -390,8 +390,8 @@ async def _decide_durably(db: Database, clock: Clock,
             events.append(_event(claim, evaluation, row["action"], row["reason"], row["task_id"],
                                  recovered=True))
             continue
-        async with db.transaction() as tx:
-            events.append(await _decide(tx, clock, claim, read_at, evaluation, actor, registry))
+        events.extend(await _decide_durably_one(db, clock, (claim, read_at, evaluation), actor,
+                                                registry))
     return events
 
 
