@@ -516,10 +516,11 @@ async def test_a_slow_read_overtaken_by_a_later_poll_changes_nothing(
     """Poller A reads the 00:01 slot slowly (false); poller B polls 00:02 (true) and
     fires meanwhile. When A decides 00:01 afterwards it must not store 'false' over
     B's 'true' — that would re-arm the edge and fire again at 00:03."""
-    release = anyio.Event()
+    release, reading = anyio.Event(), anyio.Event()
 
     async def read(subject: str, at: datetime) -> Any:
         if at.minute == 1:
+            reading.set()
             await release.wait()
             return 11
         return 9
@@ -536,7 +537,7 @@ async def test_a_slow_read_overtaken_by_a_later_poll_changes_nothing(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(poller_a)
-            await anyio.sleep(0.2)  # A has claimed 00:01 and is waiting in its read
+            await reading.wait()  # A has claimed 00:01 and is waiting in its read
             clock.advance(60)
             fast = (await poll_once(other, clock, sources, actor="b")).events
             release.set()
@@ -670,11 +671,14 @@ async def test_two_pollers_with_the_same_definitions_never_deadlock(
     await confirmed(db, clock, condition(LE_10, poll="PT2M"), definition_id="a", principal=me)
     await confirmed(db, clock, condition(LE_10, poll="PT1M"), definition_id="b", principal=me)
     gates = {"first": anyio.Event(), "second": anyio.Event()}
+    entered = {"first": anyio.Event(), "second": anyio.Event()}
     clock.advance(120)
     first = clock.now()
 
     async def read(subject: str, at: datetime) -> Any:
-        await gates["first" if at == first else "second"].wait()
+        which = "first" if at == first else "second"
+        entered[which].set()  # this poller has claimed its polls and is reading
+        await gates[which].wait()
         return 11
 
     sources = registry_of(read, clock=clock)
@@ -685,10 +689,10 @@ async def test_two_pollers_with_the_same_definitions_never_deadlock(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, "A", db)
-            await anyio.sleep(0.3)
+            await entered["first"].wait()
             clock.advance(120)
             tg.start_soon(run, "B", other)
-            await anyio.sleep(0.3)
+            await entered["second"].wait()
             gates["first"].set()
             gates["second"].set()
     assert sorted(e.definition_id for e in results["A"]) == ["a", "b"]
