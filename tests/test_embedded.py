@@ -40,9 +40,13 @@ root_only = pytest.mark.skipif(not AS_ROOT, reason="needs root to act as another
 # A process using the server: prints its DSN, then waits on stdin or in asyncio.
 CHILD = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, signal, sys
     from pathlib import Path
     from runtime._embedded import embedded_postgres
+
+    # a test run started as a background job (`cmd &` in a script) hands its children
+    # SIGINT ignored; a user's process has Python's default KeyboardInterrupt handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     async def wait() -> None:
         print("waiting", flush=True)  # the loop runs: its SIGINT handler is installed
