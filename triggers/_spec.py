@@ -84,6 +84,23 @@ def _bounded(value: timedelta, field: str, maximum: timedelta) -> timedelta:
     return value
 
 
+def _resolved(value: timedelta, field: str, maximum: timedelta, info: ValidationInfo,
+              fix: str) -> timedelta:
+    """``value`` within ``maximum`` and at or above the runtime's minimum resolution
+    (``min_interval`` in the validation context, default 60 s).
+
+    Raises:
+        SpecError: naming ``field``; ``fix`` is formatted with ``minimum`` (seconds).
+    """
+    _bounded(value, field, maximum)
+    minimum = (info.context or {}).get(_MIN_INTERVAL_KEY, DEFAULT_MIN_INTERVAL)
+    if value < minimum:
+        raise SpecError(field, f"{value.total_seconds():g} s is under the minimum resolution "
+                        f"of {minimum.total_seconds():g} s.",
+                        fix.format(minimum=minimum.total_seconds()))
+    return value
+
+
 def _instant_in_range(value: datetime, field: str) -> datetime:
     if not EARLIEST <= value <= LATEST:
         raise SpecError(field, f"{value.isoformat()} is outside {EARLIEST:%Y}-{LATEST:%Y}.",
@@ -153,16 +170,8 @@ class IntervalTrigger(_Model):
     @pydantic.field_validator("every")
     @classmethod
     def _every(cls, value: timedelta, info: ValidationInfo) -> timedelta:
-        _bounded(value, "trigger.every", timedelta(days=3660))
-        minimum = (info.context or {}).get(_MIN_INTERVAL_KEY, DEFAULT_MIN_INTERVAL)
-        if value < minimum:
-            raise SpecError(
-                "trigger.every",
-                f"{value.total_seconds():g} s is under the minimum resolution of "
-                f"{minimum.total_seconds():g} s.",
-                f"use every >= {minimum.total_seconds():g} seconds.",
-            )
-        return value
+        return _resolved(value, "trigger.every", timedelta(days=3660), info,
+                         "use every >= {minimum:g} seconds.")
 
     @pydantic.field_validator("anchor")
     @classmethod
@@ -260,15 +269,8 @@ class ConditionTrigger(_Model):
     @pydantic.field_validator("poll_every")
     @classmethod
     def _poll(cls, value: timedelta, info: ValidationInfo) -> timedelta:
-        _bounded(value, "trigger.poll_every", timedelta(days=366))
-        minimum = (info.context or {}).get(_MIN_INTERVAL_KEY, DEFAULT_MIN_INTERVAL)
-        if value < minimum:
-            raise SpecError(
-                "trigger.poll_every",
-                f"{value.total_seconds():g} s is under the minimum resolution of "
-                f"{minimum.total_seconds():g} s.",
-                f"poll every {minimum.total_seconds():g} seconds or less often.")
-        return value
+        return _resolved(value, "trigger.poll_every", timedelta(days=366), info,
+                         "poll every {minimum:g} seconds or less often.")
 
     @pydantic.field_validator("cooldown", mode="before")
     @classmethod
