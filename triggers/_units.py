@@ -12,8 +12,8 @@ How:
   conversion is exact. Observation values are ``Decimal`` (exactly representable as a
   ``Fraction``). ``Decimal`` itself is not enough: 5/9 has no finite decimal expansion.
 * Every active ISO 4217 code (from ``pycountry``) is defined as its own base dimension
-  ``[currency_XXX]``; ``share`` is the base dimension ``[share]`` so prices per share
-  ("USD/share") work.
+  (``USD`` is ``[currency_USD]``, ``EUR`` is ``[currency_EUR]``, ...); ``share`` is the
+  base dimension ``[share]`` so prices per share ("USD/share") work.
 * Comparing an observation with a threshold converts the threshold once into the
   observation's unit and caches that per unit pair (:func:`threshold_in`), so the hot
   path is one ``Fraction`` comparison — pint is consulted once per pair, not per
