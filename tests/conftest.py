@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from _pgproxy import PgProxy
 
 from runtime._clock import FakeClock
 from runtime._db import Database
@@ -103,3 +104,18 @@ async def db(db_dsn: str) -> AsyncIterator[Database]:
 def clock() -> FakeClock:
     """A fake clock at 2026-06-01T00:00Z; tests move it."""
     return FakeClock(datetime(2026, 6, 1, tzinfo=UTC))
+
+
+@pytest.fixture
+async def proxy(db_dsn: str) -> AsyncIterator[PgProxy]:
+    """A fault-injecting proxy (tests/_pgproxy.py) in front of the test's database,
+    disarmed: it can break one COMMIT (lost acknowledgement) or take the server away."""
+    async with PgProxy(db_dsn) as running:
+        yield running
+
+
+@pytest.fixture
+async def proxied_db(proxy: PgProxy) -> AsyncIterator[Database]:
+    """A :class:`Database` whose every connection goes through ``proxy``."""
+    async with Database.open(proxy.dsn, migrate=False, min_size=1, max_size=2) as database:
+        yield database

@@ -5,7 +5,7 @@ polling budget, lost COMMIT acknowledgements and restarts (DESIGN "Conditions").
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -375,19 +375,6 @@ async def test_missed_polls_are_counted_not_replayed(db: Database, clock: FakeCl
     assert [e.at for e in events] == [utc("2026-06-01T05:00Z")]
     assert [p["superseded"] for p in await polls(db)] == [5]
     assert len(script.calls) == 1
-
-
-@pytest.fixture
-async def proxy(db_dsn: str) -> AsyncIterator[PgProxy]:
-    """A proxy in front of the test's database that can break one COMMIT."""
-    async with PgProxy(db_dsn) as running:
-        yield running
-
-
-@pytest.fixture
-async def proxied_db(proxy: PgProxy) -> AsyncIterator[Database]:
-    async with Database.open(proxy.dsn, migrate=False, min_size=1, max_size=2) as database:
-        yield database
 
 
 @pytest.mark.parametrize("fault", [Fault.DROP_ACK, Fault.DROP_COMMIT])

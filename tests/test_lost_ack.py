@@ -15,7 +15,6 @@ anchored there, confirmed at that instant, so its first slot is due at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,20 +36,6 @@ pytestmark = pytest.mark.anyio
 START = datetime(2026, 6, 1, tzinfo=UTC)  # the clock fixture's start
 SLOT = "2026-06-01T00:00:00Z"  # the first (scheduled) slot of the hourly definition
 KEY = f"hourly/owner/{SLOT}/scheduled"  # its task's idempotency key
-
-
-@pytest.fixture
-async def proxy(db_dsn: str) -> AsyncIterator[PgProxy]:
-    """A proxy in front of the test's database, disarmed."""
-    async with PgProxy(db_dsn) as running:
-        yield running
-
-
-@pytest.fixture
-async def proxied_db(proxy: PgProxy) -> AsyncIterator[Database]:
-    """A :class:`Database` whose every connection goes through ``proxy``."""
-    async with Database.open(proxy.dsn, migrate=False, min_size=1, max_size=2) as database:
-        yield database
 
 
 async def confirmed_hourly(db: Database, clock: FakeClock) -> UserPrincipal:
