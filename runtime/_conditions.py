@@ -51,6 +51,7 @@ from triggers import (
     evaluate,
     format_utc,
     in_range,
+    load_zone,
     not_admitted,
     occurrence_timing,
     step,
@@ -161,7 +162,8 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     now = clock.now()
     report.abandoned = len(await db.fetch("condition_polls_abandon", now, now - ABANDON_AFTER,
                                           tenant_id))
-    claims, early = await _claim(db, now, limit, actor, registry or Registry(), tenant_id,
+    registry = registry or Registry()
+    claims, early = await _claim(db, now, limit, actor, registry, tenant_id,
                                  sorted(sources.names()))
     report.claimed = len(claims) + len(early)
     report.events.extend(early)
@@ -183,7 +185,7 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     # two supervisors whose chunks hold the same definitions
     for start in range(0, len(decided), DECIDE_CHUNK):
         report.events.extend(await _decide_durably(db, clock, decided[start:start + DECIDE_CHUNK],
-                                                   actor, registry or Registry()))
+                                                   actor, registry))
     return report
 
 
@@ -214,7 +216,8 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, registry: 
             if window.candidate is None:
                 continue
             slot = window.candidate
-            denied = await _poll_budget(tx, item, spec, slot)
+            budget = await _poll_budget(tx, item, spec, slot)
+            denied = budget if isinstance(budget, str) else None
             status = "decided" if denied else "reading"
             claimed = await tx.fetchval(
                 "condition_poll_claim", item.tenant_id, item.definition_id, USER_BINDING_ID,
@@ -222,7 +225,10 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, registry: 
                 window.count - 1, now, actor, status, None,
                 "denied_poll_budget" if denied else None, denied, now if denied else None)
             if claimed is None:
-                continue  # another supervisor polled this slot
+                continue  # this slot was polled already: it costs no second poll
+            if isinstance(budget, tuple):  # the claimed poll is the one that is paid for
+                await tx.execute("poll_budget_consume", item.tenant_id, item.definition_id,
+                                 USER_BINDING_ID, *budget)
             if denied:
                 early.append(PollEvent(item.tenant_id, item.definition_id, slot.key,
                                        slot.scheduled_for, subjects_of(trigger.predicate), None,
@@ -252,26 +258,21 @@ async def _advance(tx: Connection, item: DueDefinition, window: DueWindow, now: 
                      ["completed" if window.ended else "active"], now)
 
 
-async def _poll_budget(tx: Connection, item: DueDefinition, spec: Spec, slot: Slot) -> str | None:
-    """Consume one poll of the budget; the reason it is exhausted, or ``None``."""
+async def _poll_budget(tx: Connection, item: DueDefinition, spec: Spec,
+                       slot: Slot) -> str | tuple[datetime, datetime, int] | None:
+    """The polling budget for ``slot``: ``None`` without a limit; the reason when it is
+    exhausted; else the (period start, period end, limit) the poll is charged to."""
     limit = spec.limits.max_polls_per_period
     if limit is None:
         return None
-    start, end = budget_period(slot.scheduled_for, spec.limits.period, _zone(spec))
+    start, end = budget_period(slot.scheduled_for, spec.limits.period, load_zone(spec.zone))
     row = await tx.fetchrow("poll_budget_for", item.tenant_id, item.definition_id,
                             USER_BINDING_ID, start)
     cap, used = (row["poll_limit"], row["used"]) if row else (limit, 0)
     if used >= cap:
         return (f"polling budget exhausted: {used} of {cap} polls this {spec.limits.period.value} "
                 f"(until {format_utc(end)}); nothing was read")
-    await tx.execute("poll_budget_consume", item.tenant_id, item.definition_id, USER_BINDING_ID,
-                     start, end, cap)
-    return None
-
-
-def _zone(spec: Spec) -> Any:
-    from triggers import load_zone
-    return load_zone(spec.zone)
+    return start, end, cap
 
 
 # ---------------------------------------------------------------- step 2: read
