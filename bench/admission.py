@@ -10,7 +10,7 @@ What is measured, for N confirmed user definitions all due at the same minute:
 1. Admission. The tick clock is set to the first slot's instant + 1 s and one tick
    is run by 1 supervisor, then, on an identical copy of the database, by 2
    supervisors at once. A supervisor is one OS process (so two use both cores)
-   calling ``runtime._scheduler.tick`` with its own ``Database.open`` pool; each
+   calling ``watchkeeper.runtime.engine._scheduler.tick`` with its own ``Database.open`` pool; each
    opens its pool first and then waits on a shared "go". Reported: wall time from
    "go" until the last tick returns (= from due until every task is admitted),
    admissions per second, CPU seconds of the supervisor processes and of the
@@ -35,7 +35,7 @@ What is measured, for N confirmed user definitions all due at the same minute:
    warm-up. Target: the idle definitions add < 10% to a tick's time. Per-statement
    times of the measured ticks are printed too.
 
-Timers around statements wrap ``runtime._db.Connection`` and asyncpg's transaction
+Timers around statements wrap ``watchkeeper.runtime.store._db.Connection`` and asyncpg's transaction
 start/commit in this process only, for parts 3 and 4; the supervisor processes of
 part 1 run the runtime unmodified.
 
@@ -78,17 +78,16 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import asyncpg.transaction
 import psutil
-
-from runtime import _db
-from runtime._admission import TickReport, admit
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import UserPrincipal, add_user, confirm, propose
-from runtime._embedded import embedded_postgres
-from runtime._registry import Registry
-from runtime._scheduler import reconcile_stale_runs, tick
-from runtime._tick import FIRST_KEY, plan_tick, read_due
-from triggers import Slot, parse_spec, tzdata_version
+from watchkeeper.runtime.engine._admission import TickReport, admit
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._registry import Registry
+from watchkeeper.runtime.engine._scheduler import reconcile_stale_runs, tick
+from watchkeeper.runtime.engine._tick import FIRST_KEY, plan_tick, read_due
+from watchkeeper.runtime.store import _db
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.store._embedded import embedded_postgres
+from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, confirm, propose
+from watchkeeper.triggers import Slot, parse_spec, tzdata_version
 
 TENANT = "bench"
 CONFIRMED_AT = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
@@ -573,7 +572,7 @@ def _timed_tx(original: Callable[..., Awaitable[Any]], label: str,
 def statement_timers(split: Split) -> Iterator[None]:
     """Time (and maybe record) every named statement, BEGIN and COMMIT of this process.
 
-    Wraps ``runtime._db.Connection``'s query methods and asyncpg's transaction
+    Wraps ``watchkeeper.runtime.store._db.Connection``'s query methods and asyncpg's transaction
     start/commit for the duration only; the runtime code itself is untouched.
     """
     saved: list[tuple[Any, str, Any]] = []

@@ -20,7 +20,7 @@ source. Round 1: every reading is true, so every poll fires and admits a task (c
 transaction, source read, admission transaction with the fence/revision recheck, the
 observation receipt, the condition state, the occurrence and the task). Round 2, an
 hour later: every reading is false — polls that record the verdict and admit nothing.
-One process runs ``runtime._conditions.poll_once`` (limit 200 definitions a pass,
+One process runs ``watchkeeper.runtime.engine._poller.poll_once`` (limit 200 definitions a pass,
 16 reads in flight) until a pass claims nothing; reported: wall seconds from due until
 every poll is decided, polls/s and tasks admitted/s, checked against the database.
 
@@ -57,15 +57,15 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime._clock import FakeClock  # noqa: E402
-from runtime._conditions import poll_once  # noqa: E402
-from runtime._db import Database  # noqa: E402
-from runtime._definitions import UserPrincipal, add_user, confirm, propose  # noqa: E402
-from runtime._embedded import embedded_postgres  # noqa: E402
-from sources import CallableSource, SourceRegistry  # noqa: E402
-from triggers import Observation, Verdict, parse_spec  # noqa: E402
-from triggers._conditions import Comparison, compare  # noqa: E402
-from triggers._units import registry  # noqa: E402
+from watchkeeper.runtime.engine._clock import FakeClock  # noqa: E402
+from watchkeeper.runtime.engine._poller import poll_once  # noqa: E402
+from watchkeeper.runtime.store._db import Database  # noqa: E402
+from watchkeeper.runtime.store._embedded import embedded_postgres  # noqa: E402
+from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, confirm, propose  # noqa: E402
+from watchkeeper.sources import CallableSource, SourceRegistry  # noqa: E402
+from watchkeeper.triggers import Observation, Verdict, parse_spec  # noqa: E402
+from watchkeeper.triggers._conditions import Comparison, compare  # noqa: E402
+from watchkeeper.triggers._units import registry  # noqa: E402
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 COUNT = 20_000

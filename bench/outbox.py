@@ -80,7 +80,7 @@ sys.modules[_spec.name] = _admission  # dataclasses look their module up there
 _spec.loader.exec_module(_admission)
 Databases, ServerCpu, spent = _admission.Databases, _admission.ServerCpu, _admission.spent
 
-from outbox import (  # noqa: E402
+from watchkeeper.outbox import (  # noqa: E402
     Dispatcher,
     Receiver,
     WebhookChannel,
@@ -88,15 +88,15 @@ from outbox import (  # noqa: E402
     signed_headers,
     webhook_body,
 )
-from runtime._agents import AgentCatalog  # noqa: E402
-from runtime._clock import FakeClock, SystemClock  # noqa: E402
-from runtime._db import Database  # noqa: E402
-from runtime._definitions import add_user, authenticate, confirm, propose  # noqa: E402
-from runtime._deliveries import PgDeliveryStore  # noqa: E402
-from runtime._manual import trigger_now  # noqa: E402
-from runtime._webhooks import add_endpoint  # noqa: E402
-from runtime._worker import Worker  # noqa: E402
-from triggers import parse_spec  # noqa: E402
+from watchkeeper.runtime.engine._agents import AgentCatalog  # noqa: E402
+from watchkeeper.runtime.engine._clock import FakeClock, SystemClock  # noqa: E402
+from watchkeeper.runtime.engine._delivery_store import PgDeliveryStore  # noqa: E402
+from watchkeeper.runtime.engine._worker import Worker  # noqa: E402
+from watchkeeper.runtime.store._db import Database  # noqa: E402
+from watchkeeper.runtime.usecases._definitions import add_user, authenticate, confirm, propose  # noqa: E402
+from watchkeeper.runtime.usecases._manual import trigger_now  # noqa: E402
+from watchkeeper.runtime.usecases._webhooks import add_endpoint  # noqa: E402
+from watchkeeper.triggers import parse_spec  # noqa: E402
 
 TENANT = "bench"
 LIMIT, CONCURRENCY = 50, 8
@@ -408,7 +408,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the bench on the given server or on an embedded one."""
-    from runtime._embedded import embedded_postgres
+    from watchkeeper.runtime.store._embedded import embedded_postgres
 
     args = parse_args(argv)
     if args.dsn:

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-
-from triggers import Importance
+from watchkeeper.triggers import Importance
 
 from ._errors import DeliveryFailed
 from ._preferences import Preferences

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from triggers import Importance, WallKind, classify_wall
+from watchkeeper.triggers import Importance, WallKind, classify_wall
 
 __all__ = ["NoticeAction", "NoticeDecision", "Preferences", "decide_notice", "quiet_hours_end"]
 

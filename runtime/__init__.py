@@ -1,5 +1,18 @@
-"""watchkeeper's runtime: PostgreSQL store, definitions and confirmation, admission,
-workers with fenced leases, the supervisor, the CLI and the embedded server.
+"""watchkeeper's runtime: the rooms around a PostgreSQL store.
+
+::
+
+    runtime/
+      _errors.py   the exception tree (below), shared by every room
+      _settings.py settings from the environment
+      store/       connection, named queries, migrations, embedded server
+      engine/      tick, admission, poller, workers, supervisor, effects, agents
+      usecases/    propose, confirm, pause, trigger, review, history, webhooks, ...
+      doors/       one folder per way in: cli/ (the HTTP API, MCP and a page next)
+
+Dependencies point down: doors -> use cases -> engine -> store (import-linter
+contracts in ``pyproject.toml``). This module is the runtime's front door: what an
+application embedding watchkeeper, or a door, needs.
 
 Errors::
 
@@ -19,32 +32,6 @@ Errors::
 asyncpg errors never leave this package.
 """
 
-from ._agents import AgentCatalog as AgentCatalog
-from ._agents import AgentContext as AgentContext
-from ._agents import AgentResult as AgentResult
-from ._agents import AgentRunner as AgentRunner
-from ._agents import CommandAgent as CommandAgent
-from ._agents import DigestAgent as DigestAgent
-from ._agents import Importance as Importance
-from ._agents import Usage as Usage
-from ._clock import Clock as Clock
-from ._clock import FakeClock as FakeClock
-from ._clock import SystemClock as SystemClock
-from ._db import Database as Database
-from ._db import StoreError as StoreError
-from ._definitions import OPERATOR as OPERATOR
-from ._definitions import UserPrincipal as UserPrincipal
-from ._definitions import add_user as add_user
-from ._definitions import authenticate as authenticate
-from ._definitions import cancel as cancel
-from ._definitions import confirm as confirm
-from ._definitions import pause as pause
-from ._definitions import propose as propose
-from ._definitions import resume as resume
-from ._effects import EffectGate as EffectGate
-from ._effects import EffectNotApplied as EffectNotApplied
-from ._embedded import EmbeddedPostgresError as EmbeddedPostgresError
-from ._embedded import embedded_postgres as embedded_postgres
 from ._errors import AuthError as AuthError
 from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import CommitOutcomeUnknown as CommitOutcomeUnknown
@@ -55,25 +42,50 @@ from ._errors import EffectOutcomeUnknown as EffectOutcomeUnknown
 from ._errors import NotFound as NotFound
 from ._errors import StaleLease as StaleLease
 from ._errors import WatchkeeperError as WatchkeeperError
-from ._history import HistoryQuery as HistoryQuery
-from ._history import history as history
-from ._manual import review as review
-from ._manual import trigger_now as trigger_now
-from ._registry import Registry as Registry
-from ._registry import RunContext as RunContext
-from ._registry import ScheduleDef as ScheduleDef
-from ._registry import register as register
-from ._scheduler import tick as tick
 from ._settings import Settings as Settings
-from ._supervisor import LoopDied as LoopDied
-from ._supervisor import Supervisor as Supervisor
-from ._supervisor import SupervisorConfig as SupervisorConfig
-from ._supervisor import SupervisorStatistics as SupervisorStatistics
-from ._worker import Worker as Worker
+from .engine import AgentCatalog as AgentCatalog
+from .engine import AgentContext as AgentContext
+from .engine import AgentResult as AgentResult
+from .engine import AgentRunner as AgentRunner
+from .engine import Clock as Clock
+from .engine import CommandAgent as CommandAgent
+from .engine import DigestAgent as DigestAgent
+from .engine import EffectGate as EffectGate
+from .engine import EffectNotApplied as EffectNotApplied
+from .engine import FakeClock as FakeClock
+from .engine import LoopDied as LoopDied
+from .engine import Registry as Registry
+from .engine import RunContext as RunContext
+from .engine import ScheduleDef as ScheduleDef
+from .engine import Supervisor as Supervisor
+from .engine import SupervisorConfig as SupervisorConfig
+from .engine import SupervisorStatistics as SupervisorStatistics
+from .engine import SystemClock as SystemClock
+from .engine import Usage as Usage
+from .engine import Worker as Worker
+from .engine import register as register
+from .engine import tick as tick
+from .store import Database as Database
+from .store import EmbeddedPostgresError as EmbeddedPostgresError
+from .store import StoreError as StoreError
+from .store import embedded_postgres as embedded_postgres
+from .usecases import OPERATOR as OPERATOR
+from .usecases import HistoryQuery as HistoryQuery
+from .usecases import UserPrincipal as UserPrincipal
+from .usecases import add_user as add_user
+from .usecases import authenticate as authenticate
+from .usecases import cancel as cancel
+from .usecases import confirm as confirm
+from .usecases import history as history
+from .usecases import pause as pause
+from .usecases import propose as propose
+from .usecases import resume as resume
+from .usecases import review as review
+from .usecases import trigger_now as trigger_now
 
 __all__ = [
     "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "CommandAgent", "DigestAgent",
-    "Importance", "Usage", "Clock", "FakeClock", "SystemClock", "Database", "StoreError",
+    "Usage", "Clock", "FakeClock", "SystemClock", "Database", "StoreError",
     "OPERATOR", "UserPrincipal", "add_user", "authenticate", "cancel", "confirm", "pause",
     "propose", "resume", "EmbeddedPostgresError", "embedded_postgres", "AuthError",
     "BudgetExceeded", "CommitOutcomeUnknown", "ConfigError", "Conflict", "DatabaseUnavailable",

@@ -16,7 +16,7 @@
     └── BudgetExceeded           a run used up its model/tool/cost budget
 
 Spec problems raise :class:`triggers.SpecError` (a ``ValueError``) unchanged.
-asyncpg errors never leave this package: :func:`runtime._db.translated` maps them.
+asyncpg errors never leave this package: :func:`watchkeeper.runtime.store._db.translated` maps them.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ._embedded import default_home
+from .store._embedded import default_home
 
 __all__ = ["Settings"]
 

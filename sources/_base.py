@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from triggers import Observation
+from watchkeeper.triggers import Observation
 
 __all__ = ["Source", "SourceRegistry", "UnknownSource"]
 

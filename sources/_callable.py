@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from triggers import Observation, ObservationStatus
+from watchkeeper.triggers import Observation, ObservationStatus
 
 __all__ = ["CallableSource"]
 

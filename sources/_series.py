@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from triggers import (
+from watchkeeper.triggers import (
     Observation,
     ObservationStatus,
     SpecError,

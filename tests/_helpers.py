@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import UserPrincipal, add_user, authenticate, confirm, propose
-from triggers import parse_spec
-from triggers._spec import DEFAULT_MIN_INTERVAL
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, authenticate, confirm, propose
+from watchkeeper.triggers import parse_spec
+from watchkeeper.triggers._spec import DEFAULT_MIN_INTERVAL
 
 
 def utc(text: str) -> datetime:

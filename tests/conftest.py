@@ -21,10 +21,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 from _pgproxy import PgProxy
-
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._embedded import embedded_postgres
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.store._embedded import embedded_postgres
 
 
 @pytest.fixture(scope="session")

@@ -8,18 +8,17 @@ from datetime import timedelta
 import anyio
 import pytest
 from _helpers import confirmed, decisions, definition, events, occurrences, owner, tasks, utc
-
-from runtime._admission import admit
-from runtime._agents import AgentCatalog
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import confirm, propose
-from runtime._manual import review, trigger_now
-from runtime._registry import Registry
-from runtime._scheduler import tick
-from runtime._tick import plan_tick, read_due
-from runtime._worker import Worker
-from triggers import jitter_offset, parse_spec
+from watchkeeper.runtime.engine._admission import admit
+from watchkeeper.runtime.engine._agents import AgentCatalog
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._registry import Registry
+from watchkeeper.runtime.engine._scheduler import tick
+from watchkeeper.runtime.engine._tick import plan_tick, read_due
+from watchkeeper.runtime.engine._worker import Worker
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import confirm, propose
+from watchkeeper.runtime.usecases._manual import review, trigger_now
+from watchkeeper.triggers import jitter_offset, parse_spec
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from runtime._db import Database
+from watchkeeper.runtime.store._db import Database
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +23,7 @@ async def cli(*args: str, dsn: str | None, home: Path, check: bool = True) -> tu
     env["COLUMNS"] = "200"
     if dsn is not None:
         env["DATABASE_URL"] = dsn
-    result = await anyio.run_process([sys.executable, "-m", "runtime", *args], env=env,
+    result = await anyio.run_process([sys.executable, "-m", "watchkeeper", *args], env=env,
                                      check=False)
     out, err = result.stdout.decode(), result.stderr.decode()
     if check and result.returncode != 0:
@@ -171,7 +170,7 @@ def test_every_example_parses() -> None:
     """The shipped examples are valid specs or registrations."""
     from datetime import timedelta
 
-    from runtime._specfile import load_registrations, load_spec
+    from watchkeeper.runtime.usecases._specfile import load_registrations, load_spec
 
     specs = [p for p in EXAMPLES.glob("*.toml") if p.name != "weekly_rank_check.toml"]
     assert len(specs) == 4
@@ -189,7 +188,7 @@ async def test_webhook_outbox_from_the_command_line(db: Database, db_dsn: str,
     """webhooks add -> a signed notice reaches a live receiver on tick; deliveries and
     history show it with its attempts; redeliver resends under the same id; a rotated
     secret signs alongside the old one; bad preferences name the option."""
-    from outbox import Receiver, serve
+    from watchkeeper.outbox import Receiver, serve
 
     receiver = Receiver(())
     async with serve(receiver) as url:

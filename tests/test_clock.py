@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
-
-from runtime._clock import FakeClock, SystemClock
+from watchkeeper.runtime.engine._clock import FakeClock, SystemClock
 
 pytestmark = pytest.mark.anyio
 START = datetime(2026, 6, 1, tzinfo=UTC)

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from triggers import (
+from watchkeeper.triggers import (
     ConditionMode,
     ConditionState,
     EdgeAction,
@@ -25,7 +24,7 @@ from triggers import (
     parse_spec,
     step,
 )
-from triggers._conditions import Comparison
+from watchkeeper.triggers._conditions import Comparison
 
 T, F, U = Verdict.TRUE, Verdict.FALSE, Verdict.UNKNOWN
 verdicts = st.sampled_from([T, F, U])

@@ -14,15 +14,14 @@ import anyio
 import pytest
 from _helpers import confirmed, definition, occurrences, owner, tasks, utc
 from _pgproxy import Fault, PgProxy
-
-from runtime._agents import AgentCatalog
-from runtime._clock import FakeClock
-from runtime._conditions import poll_once
-from runtime._db import Database
-from runtime._definitions import confirm, pause, propose, resume
-from runtime._worker import Worker
-from sources import CallableSource, SourceRegistry
-from triggers import Observation, parse_spec
+from watchkeeper.runtime.engine._agents import AgentCatalog
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._poller import poll_once
+from watchkeeper.runtime.engine._worker import Worker
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import confirm, pause, propose, resume
+from watchkeeper.sources import CallableSource, SourceRegistry
+from watchkeeper.triggers import Observation, parse_spec
 
 pytestmark = pytest.mark.anyio
 
@@ -411,7 +410,7 @@ async def test_lost_commit_after_a_first_match_admission(
 async def test_supervisor_polls_and_runs(db: Database, clock: FakeClock, tmp_path: Any) -> None:
     """The supervisor's poll loop polls on the condition's grid under the fake clock;
     its workers run what fired."""
-    from runtime._supervisor import Supervisor, SupervisorConfig
+    from watchkeeper.runtime.engine._supervisor import Supervisor, SupervisorConfig
 
     values = {clock.now() + timedelta(minutes=m): v for m, v in [(1, 11), (2, 9), (3, 9)]}
     sources = registry_of(Script(values, default=11), clock=clock)
@@ -541,7 +540,7 @@ async def test_a_slow_read_overtaken_by_a_later_poll_changes_nothing(
 async def test_live_pollers_never_touch_a_replay_tenant(db: Database, clock: FakeClock) -> None:
     """A '_replay-' tenant's definitions run on a virtual clock: a live poller (no
     tenant) skips them; only a poller scoped to that tenant polls them."""
-    from runtime._definitions import add_user, authenticate
+    from watchkeeper.runtime.usecases._definitions import add_user, authenticate
 
     tenant = "_replay-test"
     me = await authenticate(db, await add_user(db, clock, tenant, "replay", replay=True))

@@ -19,8 +19,7 @@ import itertools
 from datetime import datetime
 
 import pytest
-
-from triggers import (
+from watchkeeper.triggers import (
     CronExpression,
     CronSchedule,
     NonAdvancingScheduleError,
@@ -29,7 +28,7 @@ from triggers import (
     SlotSkip,
     SpecError,
 )
-from triggers._cron import _emit_after
+from watchkeeper.triggers._cron import _emit_after
 
 
 def at(text: str) -> datetime:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 from _helpers import confirmed, definition, events, occurrences, owner, tasks, utc
-
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import (
+from watchkeeper.runtime._errors import AuthError, Conflict, NotFound
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._scheduler import tick
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import (
     OPERATOR,
     add_user,
     authenticate,
@@ -18,9 +19,7 @@ from runtime._definitions import (
     propose,
     resume,
 )
-from runtime._errors import AuthError, Conflict, NotFound
-from runtime._scheduler import tick
-from triggers import SpecError, parse_spec
+from watchkeeper.triggers import SpecError, parse_spec
 
 pytestmark = pytest.mark.anyio
 

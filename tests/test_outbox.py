@@ -16,8 +16,7 @@ import httpx
 import pytest
 from _helpers import confirmed, owner, utc
 from _pgproxy import Fault, PgProxy
-
-from outbox import (
+from watchkeeper.outbox import (
     DeliveryFailed,
     Dispatcher,
     FileChannel,
@@ -30,16 +29,17 @@ from outbox import (
     signed_headers,
     verify,
 )
-from runtime._agents import AgentCatalog, AgentContext, AgentResult
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import UserPrincipal, propose
-from runtime._deliveries import PgDeliveryStore
-from runtime._errors import Conflict, DatabaseUnavailable, NotFound
-from runtime._history import HistoryQuery, history
-from runtime._manual import trigger_now
-from runtime._render import history_lines
-from runtime._webhooks import (
+from watchkeeper.runtime._errors import Conflict, DatabaseUnavailable, NotFound
+from watchkeeper.runtime.doors.cli._render import history_lines
+from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._delivery_store import PgDeliveryStore
+from watchkeeper.runtime.engine._worker import Worker
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import UserPrincipal, propose
+from watchkeeper.runtime.usecases._history import HistoryQuery, history
+from watchkeeper.runtime.usecases._manual import trigger_now
+from watchkeeper.runtime.usecases._webhooks import (
     PreferencesInput,
     add_endpoint,
     get_preferences,
@@ -49,8 +49,7 @@ from runtime._webhooks import (
     rotate_secret,
     set_preferences,
 )
-from runtime._worker import Worker
-from triggers import Importance, SpecError, parse_spec
+from watchkeeper.triggers import Importance, SpecError, parse_spec
 
 pytestmark = pytest.mark.anyio
 

@@ -8,15 +8,14 @@ from typing import Any
 
 import pytest
 from _helpers import confirmed, utc
-
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import OPERATOR, add_user
-from runtime._errors import Conflict, NotFound
-from runtime._manual import trigger_now
-from runtime._registry import Registry, RunContext, ScheduleDef, register
-from runtime._scheduler import tick
-from triggers import Binding, BindingSetError, SpecError
+from watchkeeper.runtime._errors import Conflict, NotFound
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._registry import Registry, RunContext, ScheduleDef, register
+from watchkeeper.runtime.engine._scheduler import tick
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import OPERATOR, add_user
+from watchkeeper.runtime.usecases._manual import trigger_now
+from watchkeeper.triggers import Binding, BindingSetError, SpecError
 
 pytestmark = pytest.mark.anyio
 

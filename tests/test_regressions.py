@@ -11,18 +11,17 @@ import anyio
 import pytest
 from _helpers import confirmed, events, occurrences, owner, tasks, utc
 from _pgproxy import Fault, PgProxy
-
-from runtime._agents import AgentCatalog, AgentContext, AgentResult
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._definitions import OPERATOR, cancel, confirm, pause, propose
-from runtime._effects import EffectNotApplied
-from runtime._errors import Conflict
-from runtime._manual import review
-from runtime._registry import Registry, RunContext, ScheduleDef, register
-from runtime._scheduler import tick
-from runtime._worker import Worker
-from triggers import CronSchedule, SpecError, parse_spec
+from watchkeeper.runtime._errors import Conflict
+from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._effects import EffectNotApplied
+from watchkeeper.runtime.engine._registry import Registry, RunContext, ScheduleDef, register
+from watchkeeper.runtime.engine._scheduler import tick
+from watchkeeper.runtime.engine._worker import Worker
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._definitions import OPERATOR, cancel, confirm, pause, propose
+from watchkeeper.runtime.usecases._manual import review
+from watchkeeper.triggers import CronSchedule, SpecError, parse_spec
 
 pytestmark = pytest.mark.anyio
 

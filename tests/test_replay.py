@@ -14,12 +14,11 @@ from typing import Any
 
 import anyio
 import pytest
-
-from runtime._db import Database
-from runtime._replay import load_replay_definitions, replay
-from sources import SeriesSource
-from triggers import SpecError
-from triggers._spec import DEFAULT_MIN_INTERVAL
+from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.usecases._replay import load_replay_definitions, replay
+from watchkeeper.sources import SeriesSource
+from watchkeeper.triggers import SpecError
+from watchkeeper.triggers._spec import DEFAULT_MIN_INTERVAL
 
 pytestmark = pytest.mark.anyio
 

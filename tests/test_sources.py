@@ -11,9 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
-
-from outbox import serve
-from sources import (
+from watchkeeper.outbox import serve
+from watchkeeper.sources import (
     CallableSource,
     HttpJsonSource,
     SeriesError,
@@ -22,7 +21,7 @@ from sources import (
     UnknownSource,
     read_series_csv,
 )
-from triggers import ObservationStatus
+from watchkeeper.triggers import ObservationStatus
 
 pytestmark = pytest.mark.anyio
 

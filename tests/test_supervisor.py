@@ -13,13 +13,12 @@ import anyio
 import pytest
 from _helpers import confirmed, occurrences, tasks, utc
 from _pgproxy import PgProxy
-
-from runtime._agents import AgentCatalog, AgentContext, AgentResult
-from runtime._clock import FakeClock
-from runtime._db import Database
-from runtime._scheduler import tick
-from runtime._supervisor import LoopDied, Supervisor, SupervisorConfig
-from runtime._worker import Worker
+from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
+from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._scheduler import tick
+from watchkeeper.runtime.engine._supervisor import LoopDied, Supervisor, SupervisorConfig
+from watchkeeper.runtime.engine._worker import Worker
+from watchkeeper.runtime.store._db import Database
 
 pytestmark = pytest.mark.anyio
 

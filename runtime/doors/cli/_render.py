@@ -1,0 +1,119 @@
+"""Rich tables for the CLI. Nothing here decides anything."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from rich.table import Table
+from watchkeeper.triggers import PreviewItem, format_utc
+
+from ...usecases._history import HistoryEntry, HistoryEvent
+
+__all__ = ["definitions_table", "history_lines", "history_table", "preview_table"]
+
+
+def _utc(value: datetime | None) -> str:
+    return "" if value is None else format_utc(value).replace("T", " ")
+
+
+def preview_table(items: Sequence[PreviewItem], title: str) -> Table:
+    """Next occurrences: UTC instant, local time with offset, slot key, note."""
+    table = Table(title=title, show_lines=False)
+    for name in ("#", "scheduled_for (UTC)", "local", "slot", "note"):
+        table.add_column(name, overflow="fold")
+    for index, item in enumerate(items, 1):
+        runs = "" if item.slot.fires else " [skipped]"
+        table.add_row(str(index), _utc(item.slot.scheduled_for),
+                      item.slot.local.isoformat() + runs, item.slot.key, item.note or "")
+    return table
+
+
+def definitions_table(rows: Iterable[Mapping[str, Any]]) -> Table:
+    """One line per definition."""
+    table = Table(title="definitions")
+    for name in ("tenant", "id", "origin", "status", "rev (eff/latest)", "trigger",
+                 "next due (UTC)", "slots seen", "title"):
+        table.add_column(name, overflow="fold")
+    for r in rows:
+        trigger = r["trigger"] or {}
+        what = trigger.get("expr") or trigger.get("every") or trigger.get("at") or ""
+        zone = trigger.get("zone") or ""
+        table.add_row(r["tenant_id"], r["definition_id"], r["origin"], r["status"],
+                      f"{r['effective_revision'] or '-'}/{r['latest_revision']}",
+                      f"{trigger.get('type', '')} {what} {zone}".strip(),
+                      _utc(r["next_due_at"]), str(r["slots_seen"]), r["title"] or "")
+    return table
+
+
+def history_table(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent],
+                  title: str) -> Table:
+    """The six facts per occurrence, oldest first, with ranges and other events."""
+    table = Table(title=title, show_lines=True)
+    for name in ("scheduled_for (UTC)", "definition / slot / kind", "decision", "lateness",
+                 "task", "runs", "report", "delivery", "next step"):
+        table.add_column(name, overflow="fold")
+    rows: list[tuple[datetime, list[str]]] = []
+    for e in entries:
+        rows.append((e["scheduled_for"], _entry_cells(e)))
+    for ev in events:
+        r = ev.row
+        span = r["first_slot"] if r["count"] <= 1 else f"{r['first_slot']} .. {r['last_slot']}"
+        rows.append((r["last_at"] or r["recorded_at"], [
+            _utc(r["last_at"] or r["recorded_at"]), f"{span} ({r['count']})", r["kind"], "",
+            "", "", "", "", r["reason"]]))
+    for _, cells in sorted(rows, key=lambda item: item[0]):
+        table.add_row(*cells)
+    return table
+
+
+def _entry_cells(e: HistoryEntry) -> list[str]:
+    zone = ZoneInfo(e["zone"]) if e["zone"] else None
+    local = e["scheduled_for"].astimezone(zone).strftime("%Y-%m-%d %H:%M %z") if zone else ""
+    task = "" if e["task_id"] is None else f"#{e['task_id']} {e['task_status']}"
+    if e["run_status"]:
+        task = f"run: {e['run_status']}"
+    runs = ", ".join(f"{u['attempt']}:{u['outcome']}(token {u['lease_token']})"
+                     + (f" {str(u['error'])[:80]}" if u.get("error") else "")
+                     for u in (e["runs"] or []))
+    report = ""
+    if e["content_sha256"]:
+        report = f"{'verified' if e['verified'] else 'NOT verified'} {e['content_sha256'][:10]}"
+    delivery = ", ".join(f"{d['channel']}:{d['status']} x{d['attempts']}"
+                         for d in (e["deliveries"] or []))
+    lateness = f"{e['lateness_seconds']:.1f} s" + (" late" if e["late"] else "")
+    return [f"{_utc(e['scheduled_for'])}\n{local}",
+            f"{e['definition_id']}\n{e['slot']}\n{e['kind']} / {e['binding_id']}",
+            f"{e['decision']}\n{e['reason']}", lateness, task, runs, report, delivery,
+            e.next_step or ""]
+
+
+def history_lines(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent]) -> list[str]:
+    """The six facts per occurrence as one readable line each, oldest first."""
+    lines: list[tuple[datetime, str]] = []
+    for e in entries:
+        facts = [f"{e['decision']}" + (f" ({e['reason']})" if e["decision"] != "admitted" else ""),
+                 f"lateness {e['lateness_seconds']:.1f} s" + (" (late)" if e["late"] else "")]
+        if e["task_id"] is not None:
+            runs = e["runs"] or []
+            facts.append(f"task #{e['task_id']} {e['task_status']}, {len(runs)} run(s)"
+                         + (f" (tokens {', '.join(str(u['lease_token']) for u in runs)})" if runs else ""))
+        if e["content_sha256"]:
+            facts.append(f"report {'verified' if e['verified'] else 'NOT verified'} "
+                         f"{e['content_sha256'][:10]}")
+        if e["deliveries"]:
+            facts.append("notices " + ", ".join(
+                f"{d['channel']} {d['status']} after {d['attempts']} attempt(s)"
+                for d in e["deliveries"]))
+        if e.next_step:
+            facts.append(f"next: {e.next_step}")
+        lines.append((e["scheduled_for"], f"{_utc(e['scheduled_for'])}  {e['kind']:9} "
+                                          f"{e['slot']}\n    " + "; ".join(facts)))
+    for ev in events:
+        r = ev.row
+        when = r["last_at"] or r["recorded_at"]
+        span = r["first_slot"] if r["count"] <= 1 else f"{r['first_slot']} .. {r['last_slot']}"
+        lines.append((when, f"{_utc(when)}  {r['kind']}: {span} ({r['count']}): {r['reason']}"))
+    return [text for _, text in sorted(lines, key=lambda item: item[0])]

@@ -1,0 +1,441 @@
+"""Tick, phase 2: one short, set-based admission transaction per batch of plans.
+
+In one transaction (no network I/O inside): lock the planned definitions
+(``SKIP LOCKED``: another replica's rows are left to it), discard plans whose fence
+changed (recorded ``fenced_out``), read overrun and budget state, decide each
+candidate with the pure :func:`triggers.decide_admission`, claim the occurrences
+(``INSERT ... ON CONFLICT DO NOTHING`` on the key: the primary key is the
+at-most-once mechanism), insert tasks for the claimed admissions, consume budgets,
+record ranges, and advance each definition's cursor and ``next_due_at``.
+
+If the COMMIT acknowledgement is lost, the outcome is read back by key
+(:func:`_recover`); nothing is retried under a new identity.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from watchkeeper.triggers import (
+    ActiveTask,
+    AdmissionVerdict,
+    Binding,
+    BudgetState,
+    Decision,
+    EventKind,
+    budget_period,
+    decide_admission,
+    format_utc,
+    load_zone,
+    tzdata_version,
+)
+
+from .._errors import CommitOutcomeUnknown
+from ..store._db import Connection, Database, JsonText
+from ._tick import Candidate, Plan, delivery_json
+
+__all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "budget_states", "insert_tasks",
+           "task_row", "trusted_schedule"]
+
+log = logging.getLogger("watchkeeper.admission")
+
+
+@dataclass(frozen=True, slots=True)
+class RunUnit:
+    """A claimed occurrence of a ``run`` terminal, to execute after the commit."""
+
+    definition_id: str
+    tenant_id: str
+    binding_id: str
+    slot: str
+    scheduled_for: datetime
+
+
+@dataclass
+class TickReport:
+    """What one tick did (a frozen-in-spirit statistics record for tests and logs).
+
+    Attributes:
+        planned: definitions planned.
+        decisions: count per occurrence decision claimed in this tick.
+        fenced_out: plans discarded because the fence changed.
+        lost_race: plans another replica held or had already applied.
+        ranges: superseded ranges recorded.
+        runs: ``run``-terminal occurrences claimed, to execute.
+        recovered: the COMMIT acknowledgement was lost and the outcome was read back.
+    """
+
+    planned: int = 0
+    decisions: Counter[str] = field(default_factory=Counter)
+    fenced_out: int = 0
+    lost_race: int = 0
+    ranges: int = 0
+    runs: list[RunUnit] = field(default_factory=list)
+    recovered: bool = False
+
+    @property
+    def admitted(self) -> int:
+        """Occurrences admitted in this tick."""
+        return self.decisions[Decision.ADMITTED.value]
+
+    def merge(self, other: TickReport) -> None:
+        """Add another batch's figures to this one."""
+        self.planned += other.planned
+        self.decisions.update(other.decisions)
+        self.fenced_out += other.fenced_out
+        self.lost_race += other.lost_race
+        self.ranges += other.ranges
+        self.runs.extend(other.runs)
+        self.recovered = self.recovered or other.recovered
+
+
+async def admit(db: Database, plans: Sequence[Plan], now: datetime, actor: str, *,
+                wait: bool = False) -> TickReport:
+    """Apply ``plans`` in one transaction; return what happened.
+
+    Args:
+        wait: wait for row locks instead of skipping rows another replica holds
+            (a manual trigger waits; a tick skips).
+
+    Raises:
+        DatabaseUnavailable: the connection failed before COMMIT (nothing committed).
+    """
+    report = TickReport(planned=len(plans))
+    if not plans:
+        return report
+    writes: _Writes | None = None
+    try:
+        async with db.transaction() as tx:
+            writes = await _apply(tx, plans, now, actor, report, wait)
+    except CommitOutcomeUnknown as lost:
+        log.warning("COMMIT acknowledgement lost for a tick batch; settling, then reading back")
+        await db.settle(lost)
+        return await _recover(db, writes, report, actor, now)
+    return report
+
+
+@dataclass
+class _Writes:
+    kept: list[Plan]
+
+
+async def _apply(tx: Connection, plans: Sequence[Plan], now: datetime, actor: str,
+                 report: TickReport, wait: bool) -> _Writes:
+    await tx.execute("admission_planner")
+    kept, fenced = await _lock(tx, plans, report, wait)
+    kept = await _require_real_owners(tx, kept)
+    verdicts = await _decide(tx, kept, now)
+    claimed = await _claim(tx, kept, verdicts, now, actor)
+    await _insert_tasks(tx, kept, verdicts, claimed, now, report)
+    await _record_events(tx, kept, fenced, now, actor, report)
+    await _advance(tx, kept, now)
+    return _Writes(kept)
+
+
+async def _lock(tx: Connection, plans: Sequence[Plan], report: TickReport,
+                wait: bool) -> tuple[list[Plan], list[Plan]]:
+    rows = await tx.fetch("definitions_lock_batch_wait" if wait else "definitions_lock_batch",
+                          [p.due.tenant_id for p in plans], [p.due.definition_id for p in plans])
+    locked = {(r["tenant_id"], r["definition_id"]): r for r in rows}
+    kept, fenced = [], []
+    for plan in plans:
+        row = locked.get((plan.due.tenant_id, plan.due.definition_id))
+        if row is None:
+            report.lost_race += 1
+        elif row["fence"] != plan.due.fence or (row["status"] != "active" and not plan.manual):
+            fenced.append(plan)
+            report.fenced_out += 1
+        elif row["cursor_at"] != plan.due.cursor_at and not plan.manual:
+            report.lost_race += 1
+        else:
+            kept.append(plan)
+    return kept, fenced
+
+
+_Key = tuple[str, str, str]
+
+
+async def _require_real_owners(tx: Connection, plans: list[Plan]) -> list[Plan]:
+    """Operator bindings must name real users (no synthetic actor, seed 001): a plan
+    with an unknown owner claims nothing and records why."""
+    wanted = {(c.tenant_id, c.binding.owner_user_id) for p in plans if p.due.origin == "operator"
+              for c in p.candidates if c.binding is not None}
+    if not wanted:
+        return plans
+    pairs = sorted(wanted)
+    rows = await tx.fetch("users_existing", [t for t, _ in pairs], [u for _, u in pairs])
+    missing = wanted - {(r["tenant_id"], r["user_id"]) for r in rows}
+    if not missing:
+        return plans
+    out = []
+    for plan in plans:
+        unknown = sorted({(c.tenant_id, c.binding.owner_user_id) for c in plan.candidates
+                          if c.binding is not None} & missing)
+        if unknown:
+            names = ", ".join(f"{t}/{u}" for t, u in unknown)
+            plan = replace(plan, candidates=(), bindings_error=f"owner user(s) {names} do not exist")
+        out.append(plan)
+    return out
+
+
+async def _decide(tx: Connection, plans: Sequence[Plan], now: datetime
+                  ) -> dict[tuple[str, str, str], tuple[AdmissionVerdict, Any]]:
+    """Final verdict per (tenant, definition, binding) candidate, with its budget period."""
+    wanted = [(p, c) for p in plans for c in p.candidates if c.lateness.decision is Decision.ADMITTED]
+    active = await active_tasks(tx, wanted)
+    budgets, periods = await budget_states(tx, wanted)
+    verdicts = {}
+    for plan, cand in plans_candidates(plans):
+        key = (cand.tenant_id, plan.due.definition_id, cand.binding_id)
+        verdict = decide_admission(cand.lateness, plan.due.spec.overrun, active.get(key, []),
+                                   budgets.get(key), bypass_overrun=plan.manual)
+        verdicts[key] = (verdict, periods.get(key))
+    return verdicts
+
+
+def plans_candidates(plans: Sequence[Plan]) -> list[tuple[Plan, Candidate]]:
+    """Every (plan, candidate) pair, in plan order."""
+    return [(p, c) for p in plans for c in p.candidates]
+
+
+async def active_tasks(tx: Connection, wanted: list[tuple[Plan, Candidate]]) -> dict[_Key, list[ActiveTask]]:
+    if not wanted:
+        return {}
+    rows = await tx.fetch("tasks_active_for", [c.tenant_id for _, c in wanted],
+                          [p.due.definition_id for p, _ in wanted], [c.binding_id for _, c in wanted])
+    active: dict[_Key, list[ActiveTask]] = {}
+    for r in rows:
+        key = (r["tenant_id"], r["definition_id"], r["binding_id"])
+        active.setdefault(key, []).append(ActiveTask(r["task_id"], r["status"]))
+    return active
+
+
+async def budget_states(tx: Connection, wanted: list[tuple[Plan, Candidate]]
+                   ) -> tuple[dict[_Key, BudgetState], dict[_Key, tuple[datetime, datetime, int]]]:
+    periods: dict[_Key, tuple[datetime, datetime, int]] = {}
+    for plan, cand in wanted:
+        limits = plan.due.spec.limits
+        if limits.max_tasks_per_period is None:
+            continue
+        zone = load_zone(plan.due.spec.zone)
+        start, end = budget_period(cand.slot.scheduled_for, limits.period, zone)
+        periods[(cand.tenant_id, plan.due.definition_id, cand.binding_id)] = (
+            start, end, limits.max_tasks_per_period)
+    if not periods:
+        return {}, periods
+    keys = list(periods)
+    rows = await tx.fetch("budget_for", [k[0] for k in keys], [k[1] for k in keys],
+                          [k[2] for k in keys], [periods[k][0] for k in keys])
+    found = {(r["tenant_id"], r["definition_id"], r["binding_id"]): r for r in rows}
+    budgets = {}
+    for key, (_, _, limit) in periods.items():
+        row = found.get(key)
+        budgets[key] = BudgetState(row["task_limit"], row["used"]) if row else BudgetState(limit, 0)
+    return budgets, periods
+
+
+async def _claim(tx: Connection, plans: Sequence[Plan],
+                 verdicts: dict[_Key, tuple[AdmissionVerdict, Any]], now: datetime,
+                 actor: str) -> set[_Key]:
+    pairs = plans_candidates(plans)
+    if not pairs:
+        return set()
+    staged = []
+    for plan, cand in pairs:
+        verdict, _ = verdicts[(cand.tenant_id, plan.due.definition_id, cand.binding_id)]
+        runs = cand.binding is None and verdict.decision is Decision.ADMITTED
+        stale_after = float((plan.due.registration or {}).get("stale_claim_after", 120))
+        slot = cand.slot
+        staged.append((
+            cand.tenant_id, plan.due.definition_id, cand.binding_id, slot.key, cand.kind,
+            plan.due.tenant_id, plan.due.revision, slot.scheduled_for, cand.timing.not_before,
+            cand.timing.expires_at, slot.zone, slot.wall, slot.fold, verdict.decision.value,
+            verdict.reason, verdict.late, cand.lateness.lateness.total_seconds(),
+            "running" if runs else None, now + timedelta(seconds=stale_after) if runs else None,
+        ))
+    await tx.stage("wk_stage_occurrences", OCCURRENCE_COLUMNS, staged)
+    rows = await tx.fetch("occurrences_claim", tzdata_version(), now, actor)
+    return {(r["tenant_id"], r["definition_id"], r["binding_id"]) for r in rows}
+
+
+async def _insert_tasks(tx: Connection, plans: Sequence[Plan],
+                        verdicts: dict[_Key, tuple[AdmissionVerdict, Any]], claimed: set[_Key],
+                        now: datetime, report: TickReport) -> None:
+    rows, budget_rows, cancels = [], [], []
+    for plan, cand in plans_candidates(plans):
+        key = (cand.tenant_id, plan.due.definition_id, cand.binding_id)
+        if key not in claimed:
+            continue
+        verdict, period = verdicts[key]
+        report.decisions[verdict.decision.value] += 1
+        if verdict.decision is not Decision.ADMITTED:
+            continue
+        if cand.binding is None:
+            report.runs.append(RunUnit(plan.due.definition_id, cand.tenant_id, cand.binding_id,
+                                       cand.slot.key, cand.slot.scheduled_for))
+            continue
+        rows.append(task_row(plan, cand, verdict))
+        if verdict.consumes_budget and period is not None:
+            budget_rows.append((*key, period[0], period[1], period[2]))
+        cancels.extend((cand.tenant_id, task_id) for task_id in verdict.cancel)
+    if rows:
+        await insert_tasks(tx, rows, now)
+    if budget_rows:
+        await tx.execute("budget_consume", *[list(c) for c in zip(*budget_rows, strict=True)])
+    if cancels:
+        await tx.execute("tasks_cancel_previous", [c[0] for c in cancels], [c[1] for c in cancels],
+                         "cancelled: a newer occurrence was admitted (cancel_previous)", now)
+
+
+OCCURRENCE_COLUMNS = (
+    "tenant_id", "definition_id", "binding_id", "slot", "kind", "definition_tenant_id", "revision",
+    "scheduled_for", "not_before", "expires_at", "zone", "local_wall", "fold", "decision", "reason",
+    "late", "lateness_seconds", "run_status", "run_deadline_at",
+)
+TASK_COLUMNS = (
+    "tenant_id", "definition_tenant_id", "definition_id", "binding_id", "slot", "kind", "revision",
+    "owner_user_id", "agent", "message", "params", "delivery", "audiences", "status",
+    "status_reason", "late", "late_policy", "scheduled_for", "not_before", "expires_at",
+    "deadline_seconds", "max_attempts", "held_behind",
+)
+
+
+async def insert_tasks(tx: Connection, rows: Sequence[tuple[Any, ...]], now: datetime) -> None:
+    """Insert task rows (in :data:`TASK_COLUMNS` order) admitted at ``now``."""
+    await tx.stage("wk_stage_tasks", TASK_COLUMNS, rows)
+    await tx.execute("tasks_insert", now)
+
+
+def task_row(plan: Plan, cand: Candidate, verdict: AdmissionVerdict) -> tuple[Any, ...]:
+    """The task columns (:data:`TASK_COLUMNS` order) of an admitted candidate."""
+    binding = cand.binding
+    assert binding is not None
+    spec = plan.due.spec
+    fixed = _binding_columns(binding)
+    params = dict(binding.params)
+    params["schedule"] = trusted_schedule(plan.due.definition_id, plan.due.revision, cand.slot.key,
+                                          cand.kind, cand.slot.scheduled_for)
+    return (
+        cand.tenant_id, plan.due.tenant_id, plan.due.definition_id, cand.binding_id, cand.slot.key,
+        cand.kind, plan.due.revision, binding.owner_user_id, binding.agent, binding.message,
+        params, fixed[0], fixed[1],
+        "held" if verdict.held_behind is not None else "pending", verdict.reason, verdict.late,
+        spec.lateness.policy.value, cand.slot.scheduled_for, cand.timing.not_before,
+        cand.timing.expires_at, spec.limits.deadline.total_seconds(), spec.limits.max_attempts,
+        verdict.held_behind,
+    )
+
+
+_BINDING_COLUMNS: dict[int, tuple[Binding, JsonText, JsonText | None]] = {}
+
+
+def _binding_columns(binding: Binding) -> tuple[JsonText, JsonText | None]:
+    """A binding's delivery and audiences as JSON, serialized once per binding object."""
+    cached = _BINDING_COLUMNS.get(id(binding))
+    if cached is None or cached[0] is not binding:
+        if len(_BINDING_COLUMNS) > 65_536:
+            _BINDING_COLUMNS.clear()
+        audiences = None if binding.audiences is None else JsonText(json.dumps(list(binding.audiences)))
+        cached = (binding, JsonText(json.dumps(delivery_json(binding.delivery))), audiences)
+        _BINDING_COLUMNS[id(binding)] = cached
+    return cached[1], cached[2]
+
+
+def trusted_schedule(definition_id: str, revision: int, slot: str, kind: str,
+                     scheduled_for: datetime) -> dict[str, Any]:
+    """The schedule fields the runtime stamps into a task's params (``params.schedule``);
+    bindings may not set this key, so an agent can trust it."""
+    return {"definition_id": definition_id, "revision": revision, "slot": slot, "kind": kind,
+            "scheduled_for": format_utc(scheduled_for)}
+
+
+async def _record_events(tx: Connection, kept: Sequence[Plan], fenced: Sequence[Plan],
+                         now: datetime, actor: str, report: TickReport) -> None:
+    rows: list[tuple[Any, ...]] = []
+    for plan in kept:
+        rows.extend(_plan_events(plan, report))
+    for plan in fenced:
+        for cand in plan.candidates:
+            rows.append((cand.tenant_id, plan.due.definition_id, cand.binding_id,
+                         plan.due.revision, EventKind.FENCED_OUT.value, cand.slot.key,
+                         cand.slot.key, cand.slot.scheduled_for, cand.slot.scheduled_for, 1,
+                         f"computed under fence {plan.due.fence}; the definition changed "
+                         "(confirm, pause, resume or cancel) before admission"))
+    if rows:
+        await tx.execute("events_insert", *[list(c) for c in zip(*rows, strict=True)], now, actor)
+
+
+def _plan_events(plan: Plan, report: TickReport) -> list[tuple[Any, ...]]:
+    """The ranges a kept plan records once: refused binding sets, superseded slots, and
+    DST-gap slots after the candidate."""
+    window, rev, definition_id = plan.window, plan.due.revision, plan.due.definition_id
+    rows: list[tuple[Any, ...]] = []
+    if plan.failure is not None:
+        at = plan.due.cursor_at
+        rows.append((plan.due.tenant_id, definition_id, "*", rev, EventKind.PLANNING_FAILED.value,
+                     None, None, at, at, 0, f"cannot be scheduled, so it stopped: {plan.failure}; "
+                     "propose a corrected revision"))
+        return rows
+    if plan.bindings_error is not None and window.due:
+        first = window.superseded.first if window.superseded else window.candidate
+        assert first is not None and window.last is not None
+        rows.append((plan.due.tenant_id, definition_id, "*", rev, EventKind.BINDINGS_INVALID.value,
+                     first.key, window.last.key, first.scheduled_for, window.last.scheduled_for,
+                     window.count, plan.bindings_error))
+        return rows
+    ranges = []
+    if window.superseded is not None:
+        assert window.candidate is not None
+        ranges.append((EventKind.SKIPPED_SUPERSEDED, window.superseded,
+                       f"only the latest due occurrence ({window.candidate.key}) is a candidate"))
+    if window.gaps_after is not None:
+        ranges.append((EventKind.SKIPPED_DST_GAP, window.gaps_after,
+                       "local times that do not exist (DST gap) after the candidate"))
+    for kind, span, reason in ranges:
+        for tenant_id, binding_id in plan.units:
+            report.ranges += 1
+            rows.append((tenant_id, definition_id, binding_id, rev, kind.value, span.first.key,
+                         span.last.key, span.first.scheduled_for, span.last.scheduled_for,
+                         span.count, reason))
+    return rows
+
+
+async def _advance(tx: Connection, kept: Sequence[Plan], now: datetime) -> None:
+    kept = [p for p in kept if not p.manual]
+    if not kept:
+        return
+    await tx.execute(
+        "definitions_advance",
+        [p.due.tenant_id for p in kept], [p.due.definition_id for p in kept],
+        [p.new_cursor for p in kept], [p.due.slots_seen + p.window.count for p in kept],
+        [None if p.failure else p.next_due_at for p in kept],
+        ["failed" if p.failure else "completed" if p.window.ended else "active" for p in kept], now,
+    )
+
+
+async def _recover(db: Database, writes: _Writes | None, report: TickReport, actor: str,
+                   now: datetime) -> TickReport:
+    """After a lost (and settled) COMMIT: the batch committed iff its occurrence rows exist
+    with this tick's ``decided_by`` and ``decided_at``. Cursors are no evidence: another
+    replica may have moved them since."""
+    report.recovered = True
+    keys = [] if writes is None else [
+        (c.tenant_id, p.due.definition_id, c.binding_id, c.slot.key, c.kind)
+        for p in writes.kept for c in p.candidates]
+    if not keys:
+        return report  # nothing was claimed: only idempotent cursor moves, if anything
+    rows = await db.fetch("occurrences_by_keys", *[list(col) for col in zip(*keys, strict=True)])
+    committed = any(r["decided_by"] == actor and r["decided_at"] == now for r in rows)
+    if not committed:
+        report.decisions.clear()
+        report.runs.clear()
+        report.ranges = 0
+    log.warning("lost COMMIT acknowledgement: the tick batch %s", "committed" if committed else
+                "did not commit; the next tick redoes it under the same keys")
+    return report

@@ -1,0 +1,96 @@
+"""PostgreSQL storage for the outbox dispatcher (:class:`outbox.DeliveryStore`), and the
+webhook endpoints the webhook channel resolves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from watchkeeper.outbox import DeliveryFailed, Endpoint, Notice, Outcome, Preferences
+from watchkeeper.triggers import Importance, format_utc
+
+from ..store._db import Database
+from ._clock import Clock
+
+__all__ = ["PgDeliveryStore"]
+
+
+class PgDeliveryStore:
+    """Delivery rows in ``deliveries``; payloads built from the committed report; the
+    recipient's preferences read at claim time (i.e. at delivery time). With
+    ``tenant_id``, only that tenant's rows are claimed (a replay's dispatcher)."""
+
+    def __init__(self, db: Database, clock: Clock, *, tenant_id: str | None = None) -> None:
+        self.db, self.clock, self.tenant_id = db, clock, tenant_id
+
+    async def claim_due(self, now: datetime, limit: int, owner: str,
+                        lease_seconds: float) -> Sequence[Notice]:
+        """Lease due rows (``SKIP LOCKED``) and attach their report reference."""
+        rows = await self.db.fetch("deliveries_claim", now, limit, owner, lease_seconds,
+                                   self.tenant_id)
+        if not rows:
+            return []
+        payloads = await self.db.fetch("delivery_payloads", [r["tenant_id"] for r in rows],
+                                       [r["task_id"] for r in rows])
+        by_task = {(p["tenant_id"], p["task_id"]): p for p in payloads}
+        notices = []
+        for r in rows:
+            p = by_task[(r["tenant_id"], r["task_id"])]
+            notices.append(Notice(
+                r["tenant_id"], str(r["delivery_id"]), r["channel"], r["destination"],
+                r["attempts"], _payload(p), Importance(p["importance"]), r["queued_at"],
+                _preferences(p), r["lease_token"], r["lease_expires_at"]))
+        return notices
+
+    async def record(self, owner: str, outcomes: Sequence[Outcome]) -> None:
+        """Write a pass's outcomes and its attempt log in one transaction; an outcome
+        whose claim is no longer current (its lease expired and another dispatcher took
+        the row over) is dropped, attempt log included."""
+        if not outcomes:
+            return
+        rows = [(o.notice.tenant_id, o.notice.delivery_id, o.kind.value, o.at, o.detail[:2000],
+                 o.next_at, o.status_code, o.notice.lease_token) for o in outcomes]
+        async with self.db.transaction() as tx:
+            kept = await tx.fetch("deliveries_record", *[list(c) for c in zip(*rows, strict=True)])
+            mine = {(r["tenant_id"], str(r["delivery_id"])) for r in kept}
+            log = [(o.notice.tenant_id, o.notice.delivery_id, o.notice.attempt, owner, o.at,
+                    o.kind.value, o.status_code, o.detail[:2000]) for o in outcomes
+                   if (o.notice.tenant_id, o.notice.delivery_id) in mine]
+            if log:
+                await tx.execute("delivery_attempts_insert",
+                                 *[list(c) for c in zip(*log, strict=True)])
+
+    async def endpoint(self, tenant_id: str, name: str) -> Endpoint:
+        """The tenant's webhook endpoint ``name`` with its active secrets.
+
+        Raises:
+            DeliveryFailed: (permanent) no such endpoint.
+        """
+        row = await self.db.fetchrow("webhook_endpoint_get", tenant_id, name, self.clock.now())
+        if row is None:
+            raise DeliveryFailed(f"tenant {tenant_id} has no webhook endpoint named {name!r}",
+                                 retryable=False)
+        return Endpoint(row["url"], tuple(row["secrets"]))
+
+
+def _payload(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The notice body: a reference to the committed report, never the research itself."""
+    plain = {k: r[k] for k in ("tenant_id", "task_id", "definition_id", "binding_id", "slot",
+                               "kind", "owner_user_id", "importance", "content_sha256",
+                               "output_ref", "headline")}
+    plain["headline"] = (r["headline"] or "").lstrip("#").strip()
+    plain["scheduled_for"] = format_utc(r["scheduled_for"])
+    plain["committed_at"] = format_utc(r["committed_at"])
+    plain["report_ref"] = f"report:{r['tenant_id']}/{r['task_id']}"
+    return plain
+
+
+def _preferences(r: Mapping[str, Any]) -> Preferences | None:
+    if not r["has_preferences"]:
+        return None
+    channels = r["channels"]
+    return Preferences(zone=r["user_zone"] or "UTC",
+                       channels=None if channels is None else frozenset(channels),
+                       min_importance=Importance(r["min_importance"]),
+                       quiet_start=r["quiet_start"], quiet_end=r["quiet_end"])

@@ -1,0 +1,88 @@
+"""One tick: walk every due definition once, plan, admit in batches; then run the
+claimed ``run``-terminal occurrences.
+
+A tick only touches definitions whose stored ``next_due_at`` has come, so its cost
+grows with due work, not with the number of definitions (DESIGN "Calendar triggers").
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..store._db import Database
+from ._admission import RunUnit, TickReport, admit
+from ._clock import Clock
+from ._registry import Registry, RunContext
+from ._tick import FIRST_KEY, plan_tick, read_due
+
+__all__ = ["execute_run", "reconcile_stale_runs", "tick"]
+
+log = logging.getLogger("watchkeeper.scheduler")
+
+
+async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
+               actor: str = "tick", batch_size: int = 1000, execute_runs: bool = True) -> TickReport:
+    """Run one tick at ``clock.now()``.
+
+    Args:
+        registry: operator definitions available in this process (resolvers and
+            ``run`` callables); definitions it lacks are left to a process that has them.
+        actor: recorded as ``decided_by`` (a supervisor id).
+        batch_size: definitions per admission transaction.
+        execute_runs: await claimed ``run`` callables before returning (the CLI's
+            one-shot tick); the supervisor runs them in the background instead.
+
+    Raises:
+        DatabaseUnavailable: PostgreSQL is unreachable (the tick may be retried:
+            every claim is keyed, so a retry admits nothing twice).
+    """
+    registry = registry or Registry()
+    now = clock.now()
+    total = TickReport()
+    position = FIRST_KEY
+    while True:
+        due, after = await read_due(db, now, batch_size, position)
+        if due:
+            plans = await plan_tick(due, now, registry)
+            total.merge(await admit(db, plans, now, actor))
+        if after is None:
+            break
+        position = after
+    await reconcile_stale_runs(db, clock)
+    await db.execute("tasks_release_orphaned_holds")
+    if execute_runs:
+        for unit in total.runs:
+            await execute_run(db, clock, registry, unit)
+    return total
+
+
+async def execute_run(db: Database, clock: Clock, registry: Registry, unit: RunUnit) -> bool:
+    """Await a claimed ``run`` callable and record its outcome on the occurrence.
+
+    Returns True on success. A failure is recorded (``run_status = failed``), logged
+    and never retried: the next occurrence is the next chance.
+    """
+    definition = registry.get(unit.definition_id)
+    error: str | None = None
+    if definition is None or definition.run is None:
+        error = "the run callable is not registered in this process"
+    else:
+        tenant = None if unit.binding_id == "*" else unit.tenant_id
+        try:
+            await definition.run(RunContext(unit.definition_id, tenant, unit.slot,
+                                            unit.scheduled_for))
+        except Exception as exc:  # noqa: BLE001 - a host callable's failure is data, not a crash
+            log.exception("run %s %s failed", unit.definition_id, unit.slot)
+            error = f"{type(exc).__name__}: {exc}"
+    await db.execute("occurrence_run_finished", unit.tenant_id, unit.definition_id,
+                     unit.binding_id, unit.slot, "failed" if error else "ok", clock.now(), error)
+    return error is None
+
+
+async def reconcile_stale_runs(db: Database, clock: Clock) -> int:
+    """Mark ``run`` occurrences whose claim outlived ``stale_claim_after`` as ``stale``."""
+    rows = await db.fetch("occurrences_run_stale", clock.now())
+    for row in rows:
+        log.warning("run %s %s went stale (its process died or overran)", row["definition_id"],
+                    row["slot"])
+    return len(rows)

@@ -1,0 +1,412 @@
+"""The supervisor: one anyio task group of small loops around a shared database.
+
+Loops: ``tick`` (admission), ``poll`` (conditions), ``worker-N`` (runs), ``dispatch``
+(outbox), ``clock``
+(offset to PostgreSQL's clock) and ``heartbeat``. Any number of supervisors may run
+against one database; it arbitrates every claim.
+
+* A loop that fails with a transient error (:class:`DatabaseUnavailable`, e.g. a
+  dropped connection) is restarted with backoff; after ``restart_limit``
+  consecutive failures :class:`LoopDied` takes the whole supervisor down. While any
+  loop is down the heartbeat is not written, so a dead loop never looks alive.
+* Beyond the clock-skew budget (default 2 s) the supervisor admits and dispatches
+  nothing new and records ``clock_uncertain`` until the offset is back within budget
+  (seed 003). Running tasks keep their own leases.
+* Time comes from the injected :class:`Clock`; with a :class:`FakeClock`,
+  :meth:`Supervisor.wait_idle` tells a test when every loop is parked on the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from watchkeeper.outbox import Channel, Dispatcher, FileChannel, LogChannel, WebhookChannel, backoff_seconds
+from watchkeeper.sources import SourceRegistry
+
+from .._errors import DatabaseUnavailable, WatchkeeperError
+from ..store._db import Database
+from ._admission import RunUnit
+from ._agents import AgentCatalog
+from ._clock import Clock
+from ._delivery_store import PgDeliveryStore
+from ._poller import poll_once
+from ._registry import Registry, register
+from ._scheduler import execute_run, tick
+from ._worker import Worker
+
+__all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
+           "close_channels", "default_channels", "make_dispatcher"]
+
+log = logging.getLogger("watchkeeper.supervisor")
+
+
+def default_channels(home: Path, store: PgDeliveryStore, clock: Clock, *,
+                     webhook_timeout: float = 10.0) -> dict[str, Channel]:
+    """The built-in channels: ``log``; ``file`` writing under ``home/notices/<tenant>``;
+    ``webhook`` signed per Standard Webhooks, to the tenant's named endpoints, with
+    ``webhook_timeout`` seconds for connect, read and write."""
+    return {"log": LogChannel(), "file": FileChannel(home / "notices"),
+            "webhook": WebhookChannel(store.endpoint, now=clock.now, timeout=webhook_timeout)}
+
+
+def make_dispatcher(config: SupervisorConfig, store: PgDeliveryStore,
+                    channels: dict[str, Channel], clock: Clock, owner: str) -> Dispatcher:
+    """The outbox dispatcher with ``config``'s attempt and age limits."""
+    return Dispatcher(store, channels, now=clock.now, owner=owner,
+                      max_attempts=config.delivery_max_attempts,
+                      max_age=timedelta(seconds=config.delivery_max_age))
+
+
+async def close_channels(channels: dict[str, Channel]) -> None:
+    """Release what channels hold (the webhook channel's HTTP connections)."""
+    for channel in channels.values():
+        closer = getattr(channel, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+class LoopDied(WatchkeeperError):
+    """A supervisor loop kept failing; the supervisor stops rather than limp on."""
+
+    def __init__(self, loop: str, cause: BaseException) -> None:
+        self.loop = loop
+        super().__init__(f"loop {loop!r} failed repeatedly; last error: {cause}")
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """Settings of one supervisor; durations in seconds.
+
+    Attributes:
+        home: where file deliveries (relative paths) and artifacts go.
+        skew_budget: maximum |offset| to PostgreSQL's clock before dispatch stops;
+            ``None`` disables the check (tests with a fake clock far from the
+            database's).
+        delivery_max_attempts, delivery_max_age: a notice is ``dead`` after this many
+            attempts, or when its next try would fall later than this many seconds
+            after it was committed (``redeliver`` re-queues it).
+        webhook_timeout: seconds for a webhook's connect, read and write.
+    """
+
+    home: Path
+    supervisor_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-"
+                                                        f"{uuid.uuid4().hex[:6]}")
+    tick_seconds: float = 1.0
+    workers: int = 2
+    lease_seconds: float = 60.0
+    poll_seconds: float = 1.0
+    heartbeat_seconds: float = 5.0
+    skew_budget: float | None = 2.0
+    skew_check_seconds: float = 10.0
+    batch_size: int = 1000
+    poll_batch: int = 200
+    restart_limit: int = 5
+    retry_base: float = 2.0
+    delivery_max_attempts: int = 8
+    delivery_max_age: float = 86400.0
+    webhook_timeout: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorStatistics:
+    """Observable state, read by tests and the CLI."""
+
+    ticks: int
+    admitted: int
+    polls: int
+    fires: int
+    task_outcomes: dict[str, int]
+    deliveries: int
+    clock_uncertain: bool
+    clock_offset: float | None
+    dead_loops: frozenset[str]
+    restarts: dict[str, int]
+
+    @property
+    def completed(self) -> int:
+        """Tasks this supervisor completed."""
+        return self.task_outcomes.get("completed", 0)
+
+
+class Supervisor:
+    """Runs the loops; see the module docstring."""
+
+    def __init__(self, db: Database, clock: Clock, config: SupervisorConfig, *,
+                 registry: Registry | None = None, agents: AgentCatalog | None = None,
+                 channels: dict[str, Channel] | None = None,
+                 sources: SourceRegistry | None = None) -> None:
+        self.db, self.clock, self.config = db, clock, config
+        self.sources = sources or SourceRegistry()
+        self.registry = registry or Registry()
+        self.agents = agents or AgentCatalog()
+        self.store = PgDeliveryStore(db, clock)
+        self._own_channels = channels is None
+        self.channels: dict[str, Channel] = channels or default_channels(
+            config.home, self.store, clock, webhook_timeout=config.webhook_timeout)
+        self._ticks = self._admitted = self._deliveries = self._polls = self._fires = 0
+        self._outcomes: Counter[str] = Counter()
+        self._dead: set[str] = set()
+        self._restarts: Counter[str] = Counter()
+        self._parked: dict[str, float] = {}
+        self._kicks: dict[str, anyio.Event] = {
+            "tick": anyio.Event(), "work": anyio.Event(), "deliver": anyio.Event()}
+        self._kickable: dict[str, str] = {}
+        self._loops: list[str] = []
+        self._uncertain = False
+        self._offset: float | None = None
+        self._changed = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._background: anyio.abc.TaskGroup | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Register operator definitions, start every loop, and run until cancelled
+        or :meth:`stop`. Signals readiness through ``task_status`` (``TaskGroup.start``).
+
+        Raises:
+            LoopDied: a loop kept failing.
+        """
+        for definition in self.registry:
+            await register(self.db, self.clock, definition)
+        if self.config.skew_budget is not None:
+            await self._skew_step()  # know the offset before dispatching anything
+        await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
+        try:
+            async with anyio.create_task_group() as tg:
+                self._scope, self._background = tg.cancel_scope, tg
+                for name, step, interval in self._plan():
+                    self._loops.append(name)
+                    tg.start_soon(self._loop, name, step, interval)
+                task_status.started()
+        except BaseExceptionGroup as group:
+            died = group.subgroup(LoopDied)
+            if died is not None:
+                raise died.exceptions[0] from group
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self._own_channels:
+                    await close_channels(self.channels)
+                try:
+                    await self.db.execute("supervisor_set_status", self.config.supervisor_id,
+                                          "stopped", {"dead_loops": sorted(self._dead)})
+                except WatchkeeperError:
+                    log.warning("could not record the supervisor's stop")
+
+    def stop(self) -> None:
+        """Cancel every loop; in-flight runs are abandoned and their leases expire."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _plan(self) -> list[tuple[str, Callable[[], Awaitable[bool]], float]]:
+        cfg = self.config
+        loops: list[tuple[str, Callable[[], Awaitable[bool]], float]] = [
+            ("tick", self._tick_step, cfg.tick_seconds)]
+        self._kickable["tick"] = "tick"
+        loops.append(("poll", self._poll_step, cfg.tick_seconds))
+        self._kickable["poll"] = "tick"
+        for index in range(cfg.workers):
+            worker = Worker(self.db, self.clock, self.agents,
+                            worker_id=f"{cfg.supervisor_id}/w{index}",
+                            artifact_root=cfg.home / "artifacts", lease_seconds=cfg.lease_seconds,
+                            retry_base=cfg.retry_base)
+            loops.append((f"worker-{index}", self._worker_step(worker), cfg.poll_seconds))
+            self._kickable[f"worker-{index}"] = "work"
+        dispatcher = make_dispatcher(cfg, self.store, self.channels, self.clock,
+                                     f"{cfg.supervisor_id}/outbox")
+        loops.append(("dispatch", self._dispatch_step(dispatcher), cfg.poll_seconds))
+        self._kickable["dispatch"] = "deliver"
+        loops.append(("heartbeat", self._heartbeat_step, cfg.heartbeat_seconds))
+        if cfg.skew_budget is not None:
+            loops.append(("clock", self._skew_step, cfg.skew_check_seconds))
+        return loops
+
+    # ---------------------------------------------------------------- loop machinery
+
+    async def _loop(self, name: str, step: Callable[[], Awaitable[bool]], interval: float) -> None:
+        failures = 0
+        while True:
+            try:
+                busy = await step()
+            except DatabaseUnavailable as exc:
+                failures += 1
+                self._dead.add(name)
+                self._restarts[name] += 1
+                self._notify()
+                if failures > self.config.restart_limit:
+                    raise LoopDied(name, exc) from exc
+                delay = backoff_seconds(failures, base=1.0, cap=30.0)
+                log.warning("loop %s failed (%s); restarting in %.1f s", name, exc, delay)
+                await self._sleep(name, delay)
+                continue
+            if failures:
+                log.info("loop %s recovered", name)
+            failures = 0
+            self._dead.discard(name)
+            self._notify()
+            if not busy:
+                await self._sleep(name, interval)
+
+    async def _sleep(self, name: str, seconds: float) -> None:
+        """Park ``name`` on the clock for ``seconds``, or until its kick (new work in
+        this process) fires, whichever comes first."""
+        self._parked[name] = self.clock.monotonic() + seconds
+        self._notify()
+        kick = self._kicks.get(self._kickable.get(name, ""))
+        try:
+            async with anyio.create_task_group() as tg:
+                if kick is not None:
+                    tg.start_soon(self._cancel_on, kick, tg.cancel_scope)
+                # awaited in this task so the clock registers the sleeper before any
+                # other task runs (a fake clock must see it before the next advance)
+                await self.clock.sleep(seconds)
+                tg.cancel_scope.cancel()
+        finally:
+            self._parked.pop(name, None)
+
+    @staticmethod
+    async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+        await event.wait()
+        scope.cancel()
+
+    def _kick(self, kind: str) -> None:
+        """Wake the loops waiting for ``kind`` ("tick", "work" or "deliver") now."""
+        for name, wanted in self._kickable.items():
+            if wanted == kind:
+                self._parked.pop(name, None)  # no longer idle, even before it runs
+        self._kicks[kind].set()
+        self._kicks[kind] = anyio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_idle(self) -> SupervisorStatistics:
+        """Wait until every loop is parked on the clock with a wake-up still ahead
+        (meaningful with a :class:`FakeClock`: nothing more happens until it moves)."""
+        while not self._idle():
+            await self._changed.wait()
+        return self.statistics()
+
+    def _idle(self) -> bool:
+        now = self.clock.monotonic()
+        return bool(self._loops) and all(
+            name in self._parked and self._parked[name] > now for name in self._loops)
+
+    async def wait_until(self, predicate: Callable[[SupervisorStatistics], bool]) -> SupervisorStatistics:
+        """Wait until ``predicate(statistics)`` holds."""
+        while not predicate(self.statistics()):
+            await self._changed.wait()
+        return self.statistics()
+
+    def statistics(self) -> SupervisorStatistics:
+        """A snapshot of the counters."""
+        return SupervisorStatistics(self._ticks, self._admitted, self._polls, self._fires,
+                                    dict(self._outcomes),
+                                    self._deliveries, self._uncertain, self._offset,
+                                    frozenset(self._dead), dict(self._restarts))
+
+    # ---------------------------------------------------------------- steps
+
+    async def _tick_step(self) -> bool:
+        if self._uncertain:
+            return False
+        report = await tick(self.db, self.clock, self.registry, actor=self.config.supervisor_id,
+                            batch_size=self.config.batch_size, execute_runs=False)
+        self._ticks += 1
+        self._admitted += report.admitted
+        if report.admitted:
+            self._kick("work")
+        for unit in report.runs:
+            assert self._background is not None
+            self._background.start_soon(self._execute_run, unit)
+        return False
+
+    async def _poll_step(self) -> bool:
+        """Poll the due conditions; busy (poll again at once) while a full batch came."""
+        if self._uncertain:
+            return False
+        report = await poll_once(self.db, self.clock, self.sources,
+                                 actor=self.config.supervisor_id, limit=self.config.poll_batch,
+                                 registry=self.registry)
+        self._polls += len(report.events)
+        fired = sum(1 for event in report.events if event.task_id is not None)
+        self._fires += fired
+        self._admitted += fired
+        if fired:
+            self._kick("work")
+        return report.claimed >= self.config.poll_batch
+
+    async def _execute_run(self, unit: RunUnit) -> None:
+        await execute_run(self.db, self.clock, self.registry, unit)
+
+    def _worker_step(self, worker: Worker) -> Callable[[], Awaitable[bool]]:
+        async def step() -> bool:
+            if self._uncertain:
+                return False
+            outcome = await worker.run_once()
+            if outcome is None:
+                return False
+            self._outcomes[outcome.status] += 1
+            if outcome.status == "completed":
+                self._kick("deliver")
+            if outcome.status != "pending":
+                self._kick("work")  # a held task may have been released
+            return True
+        return step
+
+    def _dispatch_step(self, dispatcher: Dispatcher) -> Callable[[], Awaitable[bool]]:
+        async def step() -> bool:
+            stats = await dispatcher.dispatch_once()
+            self._deliveries += stats.delivered
+            return stats.claimed > 0
+        return step
+
+    async def _heartbeat_step(self) -> bool:
+        if not self._dead:
+            await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
+        return False
+
+    async def _heartbeat_once(self, status: str) -> None:
+        cfg = self.config
+        detail: dict[str, Any] = {"loops": self._loops, "restarts": dict(self._restarts),
+                                  "heartbeat_seconds": cfg.heartbeat_seconds}
+        await self.db.execute("supervisor_upsert", cfg.supervisor_id, socket.gethostname(),
+                              os.getpid(), self.clock.now(), status,
+                              None if self._offset is None else self._offset * 1000, detail)
+
+    async def _skew_step(self) -> bool:
+        before = self.clock.now()
+        server = await self.db.server_now()
+        after = self.clock.now()
+        offset = ((before + (after - before) / 2) - server) / timedelta(seconds=1)
+        self._offset = offset
+        budget = self.config.skew_budget
+        uncertain = budget is not None and abs(offset) > budget
+        if uncertain and not self._uncertain:
+            log.error("clock offset to PostgreSQL is %.3f s (budget %.1f s): dispatching nothing "
+                      "new until it is back within budget", offset, budget)
+            await self.db.execute(
+                "event_insert", "_operator", "*", self.config.supervisor_id, None,
+                "clock_uncertain", None, None, before, before, 0,
+                f"offset {offset:+.3f} s exceeds the clock-skew budget of {budget} s", before,
+                self.config.supervisor_id)
+        elif self._uncertain and not uncertain:
+            log.warning("clock offset back within budget (%.3f s); dispatch resumes", offset)
+        was, self._uncertain = self._uncertain, uncertain
+        if was and not uncertain:
+            self._kick("tick")
+            self._kick("work")
+        return False

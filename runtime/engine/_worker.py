@@ -1,0 +1,386 @@
+"""Workers: claim admitted tasks, hold a fenced lease, run the agent under the task
+deadline, verify the output promise, and commit the report while the token is current.
+
+* A claim is ``FOR UPDATE SKIP LOCKED``; every claim or takeover gets a fresh fencing
+  token from the ``lease_tokens`` sequence (the database orders across processes).
+* The lease is renewed every ``lease / 3`` seconds of monotonic time; renewal is
+  fenced by the token and also carries cancellation requests.
+* An expired lease is taken over with a newer token. If the task recorded an external
+  effect that never finished, its outcome cannot be established and the task becomes
+  ``unknown``; otherwise the new owner runs a new attempt.
+* The stale worker's late commit matches no row (``lease_token = $token``) and is
+  recorded as ``rejected_stale`` on its own run; it changes nothing else.
+* A failed run is retried as a new attempt (backoff with full jitter) within the
+  task's deadline and ``max_attempts``; it never re-triggers the occurrence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anyio
+from watchkeeper.outbox._retry import backoff_seconds
+
+from .._errors import (
+    BudgetExceeded,
+    CommitOutcomeUnknown,
+    DatabaseUnavailable,
+    EffectOutcomeUnknown,
+    StaleLease,
+    WatchkeeperError,
+)
+from ..store._db import Database
+from ..store._specs import spec_from_row
+from ._agents import AgentCatalog, AgentContext, AgentResult, BudgetGuard, OccurrenceInfo, Usage
+from ._clock import Clock
+from ._effects import EffectGate
+from ._verify import verify_output
+
+__all__ = ["DELIVERY_NAMESPACE", "TaskOutcome", "Worker"]
+
+log = logging.getLogger("watchkeeper.worker")
+
+DELIVERY_NAMESPACE = uuid.UUID("6f0c1e8a-5d1b-4c55-9a57-1f3e2b9c7a10")
+"""UUIDv5 namespace of delivery ids: one stable id per (task, channel, destination)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """How one worker's handling of a task ended.
+
+    ``status`` is the task status it left (``completed``, ``pending`` for a retry,
+    ``failed``, ...) or ``stale`` when its token was no longer current.
+    """
+
+    tenant_id: str
+    task_id: int
+    attempt: int
+    status: str
+    reason: str
+
+
+@dataclass
+class _Ending:
+    result: AgentResult | None = None
+    error: BaseException | None = None
+    stop: str | None = None  # "timed_out" | "cancelled" | "lease_lost"
+
+
+class Worker:
+    """Runs admitted tasks one at a time.
+
+    Args:
+        worker_id: recorded as lease owner and on runs.
+        lease_seconds: lease length (wall time in the database).
+        renew_every: monotonic seconds between renewals (default: a third of the lease).
+        artifact_root: where artifact promises are written and checked.
+        retry_base, retry_cap: backoff of a failed attempt, seconds.
+        tenant_id: claim only this tenant's tasks (a replay's worker on a virtual
+            clock must never run anyone else's); ``None``: every tenant's.
+    """
+
+    def __init__(self, db: Database, clock: Clock, agents: AgentCatalog, *, worker_id: str,
+                 artifact_root: Path, lease_seconds: float = 60.0,
+                 renew_every: float | None = None, retry_base: float = 2.0,
+                 retry_cap: float = 60.0, tenant_id: str | None = None) -> None:
+        self.db, self.clock, self.agents = db, clock, agents
+        self.tenant_id = tenant_id
+        self.worker_id = worker_id
+        self.artifact_root = artifact_root
+        self.lease_seconds = lease_seconds
+        self.renew_every = renew_every if renew_every is not None else lease_seconds / 3
+        self.retry_base, self.retry_cap = retry_base, retry_cap
+
+    async def run_once(self) -> TaskOutcome | None:
+        """Claim one task (an expired lease first, else a due pending one) and handle it.
+
+        Returns ``None`` when there was nothing to claim.
+        """
+        task = await self.claim()
+        if task is None:
+            return None
+        return await self.execute(task)
+
+    async def claim(self) -> Mapping[str, Any] | None:
+        """Take over one expired lease, or claim one due pending task."""
+        now = self.clock.now()
+        rows = await self.db.fetch("tasks_take_over", now, 1, self.worker_id, self.lease_seconds,
+                                   self.tenant_id)
+        if rows:
+            await self.db.execute("runs_mark_lease_lost", rows[0]["tenant_id"], rows[0]["task_id"], now)
+            return rows[0]
+        rows = await self.db.fetch("tasks_claim", now, 1, self.worker_id, self.lease_seconds,
+                                   self.tenant_id)
+        return rows[0] if rows else None
+
+    async def execute(self, task: Mapping[str, Any]) -> TaskOutcome:
+        """Handle a claimed task with its current token."""
+        refusal = await self._refusal(task)
+        if refusal is not None:
+            status, reason = refusal
+            return await self._finish(task, status, reason)
+        run_id = await self.db.fetchval(
+            "run_insert", task["tenant_id"], task["task_id"], task["attempts"],
+            task["lease_token"], self.worker_id, self.clock.now())
+        try:
+            return await self._attempt(task, run_id)
+        except StaleLease as exc:
+            await self._close_run(task, run_id, "lease_lost", str(exc))
+            return self._outcome(task, "stale", str(exc))
+        except WatchkeeperError:
+            raise  # database trouble: the loop restarts; the lease expires and is taken over
+        except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the worker
+            log.exception("task %s/%s failed inside the worker", task["tenant_id"], task["task_id"])
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            await self._close_run(task, run_id, "failed", reason)
+            return await self._finish(task, "failed", reason)
+
+    async def _refusal(self, task: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Decisions not to run, taken at dispatch time."""
+        now = self.clock.now()
+        if task["attempts"] > task["max_attempts"]:
+            return "failed", f"lease expired after {task['max_attempts']} attempts"
+        unfinished = await self.db.fetch("effects_unfinished", task["tenant_id"], task["task_id"])
+        if unfinished:
+            started = [r["effect_key"] for r in unfinished if r["status"] == "started"]
+            failed = [r["effect_key"] for r in unfinished if r["status"] == "failed"]
+            parts = ([f"started {', '.join(started)} and never recorded the outcome"] if started
+                     else []) + ([f"saw {', '.join(failed)} fail, so whether it took effect is "
+                                  "unknown"] if failed else [])
+            return "unknown", (f"an earlier attempt {' and '.join(parts)}; reconcile by the "
+                               "effect's idempotency key before retrying")
+        if task["cancel_requested_at"] is not None:
+            return "cancelled", "cancellation was requested"
+        claimed_at = task["started_at"]  # the first claim is the dispatch instant
+        waited = task["held_behind"] is not None  # queue_one: the wait was by design
+        if task["attempts"] == 1 and not task["late"] and not waited and claimed_at > task["expires_at"]:
+            late = (claimed_at - task["expires_at"]).total_seconds()
+            if task["late_policy"] == "skip_expired":
+                return "expired", f"dispatched {late:.0f} s after expires_at (skip_expired)"
+            if task["late_policy"] == "review_late":
+                return "review_required", f"dispatched {late:.0f} s after expires_at (review_late)"
+        if task["deadline_at"] is not None and now >= task["deadline_at"]:
+            return "timed_out", "the task deadline passed before this attempt could start"
+        return None
+
+    async def _attempt(self, task: Mapping[str, Any], run_id: int) -> TaskOutcome:
+        spec = spec_from_row(await self.db.fetchrow(
+            "revision_spec", task["definition_tenant_id"], task["definition_id"], task["revision"]))
+        try:
+            agent = self.agents.reachable(task["agent"], task["audiences"])
+        except LookupError as exc:
+            await self._close_run(task, run_id, "failed", str(exc))
+            return await self._finish(task, "failed", str(exc))
+        ctx = await self._context(task, spec)
+        remaining = (task["deadline_at"] - self.clock.now()).total_seconds()
+        ending = await self._supervised(task, agent.run, ctx, remaining)
+        if ending.stop is not None:
+            return await self._stopped(task, run_id, ending.stop, ctx.budget.used)
+        if ending.error is not None:
+            return await self._failed(task, run_id, ending.error, ctx.budget.used)
+        assert ending.result is not None
+        return await self._commit(task, run_id, spec, ctx, ending.result)
+
+    async def _context(self, task: Mapping[str, Any], spec: Any) -> AgentContext:
+        previous = await self.db.fetch("reports_previous", task["tenant_id"], task["definition_id"],
+                                       task["binding_id"], 5)
+        limits = spec.limits
+        artifact_dir = None
+        if spec.output.kind == "artifact":
+            root = (self.artifact_root / task["tenant_id"]).resolve()
+            artifact_dir = (root / (spec.output.directory or "")).resolve()
+            if not artifact_dir.is_relative_to(root):  # the spec check makes this unreachable
+                raise ValueError(f"artifact directory {artifact_dir} is outside {root}")
+            artifact_dir.mkdir(parents=True, exist_ok=True)
+        started = task["started_at"]
+        occurrence = OccurrenceInfo(
+            task["slot"], task["kind"], task["scheduled_for"], task["not_before"],
+            task["expires_at"], bool(task["late"]),
+            max((started - task["not_before"]).total_seconds(), 0.0))
+        return AgentContext(
+            tenant_id=task["tenant_id"], owner_user_id=task["owner_user_id"],
+            definition_id=task["definition_id"], revision=task["revision"],
+            binding_id=task["binding_id"], task_id=task["task_id"], attempt=task["attempts"],
+            title=spec.title, instructions=task["message"], params=task["params"],
+            audiences=tuple(task["audiences"]) if task["audiences"] is not None else None,
+            occurrence=occurrence,
+            budget=BudgetGuard(model_requests=limits.max_model_requests,
+                               tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd,
+                               spent_before=await self._spent_before(task)),
+            effects=EffectGate(self.db, self.clock, tenant_id=task["tenant_id"],
+                               task_id=task["task_id"], idempotency_key=task["idempotency_key"],
+                               lease_token=task["lease_token"]),
+            previous_reports=[dict(r) for r in previous], artifact_dir=artifact_dir,
+        )
+
+    async def _spent_before(self, task: Mapping[str, Any]) -> Usage:
+        """What the task's earlier attempts used (their run rows)."""
+        row = await self.db.fetchrow("runs_usage_total", task["tenant_id"], task["task_id"])
+        if row is None:
+            return Usage()
+        return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]))
+
+    async def _supervised(self, task: Mapping[str, Any], run: Any, ctx: AgentContext,
+                          remaining: float) -> _Ending:
+        """Run the agent beside the lease renewal loop and the deadline watchdog."""
+        ending = _Ending()
+        async with anyio.create_task_group() as tg:
+
+            async def body() -> None:
+                try:
+                    ending.result = await run(ctx)
+                except Exception as exc:  # noqa: BLE001 - every agent failure becomes data
+                    ending.error = exc
+                tg.cancel_scope.cancel()
+
+            async def stop_after(reason: str, waiter: Any) -> None:
+                await waiter
+                if ending.stop is None and ending.result is None and ending.error is None:
+                    ending.stop = reason
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(body)
+            tg.start_soon(stop_after, "timed_out", self.clock.sleep(remaining))
+            tg.start_soon(self._renew, task, ending, tg.cancel_scope)
+        return ending
+
+    async def _renew(self, task: Mapping[str, Any], ending: _Ending, scope: anyio.CancelScope) -> None:
+        """Renew the lease on the monotonic clock until it is lost or cancelled."""
+        valid_until = self.clock.monotonic() + self.lease_seconds
+        while True:
+            await self.clock.sleep(self.renew_every)
+            try:
+                row = await self.db.fetchrow("lease_renew", task["tenant_id"], task["task_id"],
+                                             task["lease_token"], self.clock.now(), self.lease_seconds)
+            except DatabaseUnavailable:
+                if self.clock.monotonic() < valid_until:
+                    continue
+                row = None  # cannot renew and the lease has run out: presume it lost
+            if row is None:
+                ending.stop = ending.stop or "lease_lost"
+                scope.cancel()
+                return
+            valid_until = self.clock.monotonic() + self.lease_seconds
+            if row["cancel_requested_at"] is not None:
+                ending.stop = ending.stop or "cancelled"
+                scope.cancel()
+                return
+
+    async def _stopped(self, task: Mapping[str, Any], run_id: int, stop: str,
+                       usage: Usage) -> TaskOutcome:
+        if stop == "lease_lost":
+            await self._close_run(task, run_id, "lease_lost", "lease lost during the run", usage)
+            return self._outcome(task, "stale", "lease lost during the run")
+        reason = ("the task deadline passed" if stop == "timed_out"
+                  else "cancellation requested")
+        await self._close_run(task, run_id, stop, reason, usage)
+        return await self._finish(task, stop, reason)
+
+    async def _failed(self, task: Mapping[str, Any], run_id: int, error: BaseException,
+                      usage: Usage) -> TaskOutcome:
+        message = f"{type(error).__name__}: {error}"
+        if isinstance(error, StaleLease):
+            raise error
+        if isinstance(error, EffectOutcomeUnknown):
+            await self._close_run(task, run_id, "unknown", message, usage)
+            return await self._finish(task, "unknown", message)
+        await self._close_run(task, run_id, "failed", message, usage)
+        retry_at = self.clock.now() + timedelta(
+            seconds=backoff_seconds(task["attempts"], base=self.retry_base, cap=self.retry_cap))
+        if isinstance(error, BudgetExceeded) or task["attempts"] >= task["max_attempts"] or (
+            retry_at >= task["deadline_at"]
+        ):
+            return await self._finish(task, "failed", message)
+        done = await self.db.fetchval("task_retry", task["tenant_id"], task["task_id"],
+                                      task["lease_token"], retry_at, f"retrying after {message}")
+        if done is None:
+            return self._outcome(task, "stale", "lease lost before the retry was recorded")
+        return self._outcome(task, "pending", f"retry at {retry_at.isoformat()}")
+
+    async def _commit(self, task: Mapping[str, Any], run_id: int, spec: Any, ctx: AgentContext,
+                      result: AgentResult) -> TaskOutcome:
+        verification = verify_output(spec.output, result, ctx.artifact_dir)
+        status = "completed" if verification.ok else "failed_verification"
+        now = self.clock.now()
+        try:
+            await self._durable_receipt(task, run_id, result, verification, status, now)
+        except StaleLease:
+            with anyio.CancelScope(shield=True):
+                await self.db.execute(
+                    "run_reject_stale", task["tenant_id"], run_id, self.clock.now(),
+                    "report commit rejected: the lease token is no longer current",
+                    result.usage.to_json())
+            log.warning("task %s: stale worker %s's report commit rejected", task["task_id"],
+                        self.worker_id)
+            return self._outcome(task, "stale", "report commit rejected (stale token)")
+        return self._outcome(task, status, verification.detail)
+
+    async def _durable_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
+                               verification: Any, status: str, now: datetime) -> None:
+        """Write the receipt; after a lost COMMIT acknowledgement, settle the old session,
+        read the receipt back by its key, and write it again (same task, same token) only
+        if it is not there."""
+        try:
+            await self._write_receipt(task, run_id, result, verification, status, now)
+        except CommitOutcomeUnknown as lost:
+            await self.db.settle(lost)
+            if await self.db.fetchrow("report_get", task["tenant_id"], task["task_id"]) is None:
+                await self._write_receipt(task, run_id, result, verification, status, now)
+
+    async def _write_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
+                             verification: Any, status: str, now: datetime) -> None:
+        tenant, task_id = task["tenant_id"], task["task_id"]
+        async with self.db.transaction() as tx:
+            if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"], status,
+                                 verification.detail, now) is None:
+                raise StaleLease(f"task {task_id}: token {task['lease_token']} is not current")
+            digest = hashlib.sha256(result.report.encode()).hexdigest()
+            await tx.execute("report_insert", tenant, task_id, run_id, result.report,
+                             result.importance.value, verification.content_sha256 or digest,
+                             verification.output_ref or f"report:{tenant}/{task_id}",
+                             verification.ok, verification.detail, now, now)
+            await tx.execute("run_finish", tenant, run_id,
+                             "succeeded" if verification.ok else "failed_verification", now,
+                             None if verification.ok else verification.detail,
+                             result.usage.to_json())
+            if verification.ok:
+                await tx.execute("deliveries_insert", tenant, task_id, now,
+                                 *self._deliveries(task))
+            await tx.execute("tasks_release_held", tenant, task_id)
+
+    def _deliveries(self, task: Mapping[str, Any]) -> tuple[list[uuid.UUID], list[str], list[str]]:
+        ids, channels, destinations = [], [], []
+        for item in task["delivery"] or []:
+            channel, destination = item.get("channel", "log"), item.get("destination", "")
+            ids.append(uuid.uuid5(DELIVERY_NAMESPACE,
+                                  f"{task['tenant_id']}/{task['idempotency_key']}/{channel}/{destination}"))
+            channels.append(channel)
+            destinations.append(destination)
+        return ids, channels, destinations
+
+    async def _finish(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
+        async with self.db.transaction() as tx:
+            done = await tx.fetchval("task_finish", task["tenant_id"], task["task_id"],
+                                     task["lease_token"], status, reason, self.clock.now())
+            if done is not None and status != "review_required":
+                await tx.execute("tasks_release_held", task["tenant_id"], task["task_id"])
+        if done is None:
+            return self._outcome(task, "stale", "lease token no longer current")
+        return self._outcome(task, status, reason)
+
+    async def _close_run(self, task: Mapping[str, Any], run_id: int, outcome: str, error: str,
+                         usage: Usage | None = None) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.db.execute("run_finish", task["tenant_id"], run_id, outcome,
+                                  self.clock.now(), error, (usage or Usage()).to_json())
+
+    def _outcome(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
+        return TaskOutcome(task["tenant_id"], task["task_id"], task["attempts"], status, reason)

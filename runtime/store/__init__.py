@@ -1,0 +1,27 @@
+"""The store: PostgreSQL access and nothing else.
+
+Lives here: the connection pool and named queries (``_db``: every statement is named in
+``sql/queries.sql``, every schema change is a numbered file in ``sql/migrations/``,
+asyncpg errors are translated at this boundary), the embedded PostgreSQL server for when
+``DATABASE_URL`` is unset (``_embedded``, with the POSIX ACL helper ``_acl``), and the
+per-process cache of parsed stored specs (``_specs``).
+
+May import: ``watchkeeper.triggers`` (value types) and ``watchkeeper.runtime._errors``.
+Never the engine, the use cases or a door (an import-linter layers contract).
+"""
+
+from ._db import Connection as Connection
+from ._db import Database as Database
+from ._db import JsonText as JsonText
+from ._db import Migration as Migration
+from ._db import StoreError as StoreError
+from ._db import migrations as migrations
+from ._embedded import EmbeddedPostgresError as EmbeddedPostgresError
+from ._embedded import default_home as default_home
+from ._embedded import embedded_postgres as embedded_postgres
+from ._specs import spec_from_json as spec_from_json
+from ._specs import spec_from_row as spec_from_row
+
+__all__ = ["Connection", "Database", "EmbeddedPostgresError", "JsonText", "Migration",
+           "StoreError", "default_home", "embedded_postgres", "migrations", "spec_from_json",
+           "spec_from_row"]

@@ -1,0 +1,53 @@
+"""Stored specs: parsed once per ``spec_hash`` and shared.
+
+Thousands of definitions usually share a handful of specs; the tick fetches only
+hashes and parses each distinct spec once per process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from watchkeeper.triggers import Spec, parse_spec
+
+__all__ = ["spec_from_json", "spec_from_row"]
+
+_CACHE: dict[str, Spec] = {}
+_CACHE_LIMIT = 65_536
+
+
+def spec_from_json(spec_hash: str, data: Mapping[str, Any] | str) -> Spec:
+    """The spec stored under ``spec_hash``, parsed at most once per process.
+
+    A stored spec was checked against the minimum interval when it was proposed;
+    a later change of that setting must not make it unreadable, so none applies here.
+    """
+    spec = _CACHE.get(spec_hash)
+    if spec is None:
+        plain = json.loads(data) if isinstance(data, str) else dict(data)
+        spec = parse_spec(plain, min_interval=timedelta(0))
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.clear()
+        _CACHE[spec_hash] = spec
+    return spec
+
+
+def spec_from_row(row: Mapping[str, Any] | None) -> Spec:
+    """The spec of a ``definition_revisions`` row (or any row with spec and spec_hash).
+
+    The cache is keyed by ``spec_hash``, which covers the effective part only: the
+    descriptive part (title, notes) always comes from the row itself, so two tenants
+    with the same effective spec never see each other's titles.
+    """
+    assert row is not None, "revision row missing"
+    data = row["spec"]
+    if isinstance(data, str):
+        data = json.loads(data)
+    base = spec_from_json(row["spec_hash"], data)
+    title, notes = data.get("title", ""), data.get("notes", "")
+    if base.title == title and base.notes == notes:
+        return base
+    return base.model_copy(update={"title": title, "notes": notes})

@@ -1,0 +1,389 @@
+"""Users, definitions and revisions: propose, confirm, pause, resume, cancel.
+
+DESIGN "Definitions, revisions, confirmation": a chat agent proposes a revision;
+only the owner user, authenticated by a token, confirms it by presenting the
+``spec_hash`` they were shown. Only the confirmed (effective) revision creates
+tasks. Every confirm / pause / resume / cancel increments the definition's fence;
+admission discards anything computed under an older fence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from watchkeeper.triggers import (
+    EventKind,
+    Spec,
+    SpecError,
+    check_identifier,
+    load_zone,
+)
+
+from .._errors import AuthError, Conflict, NotFound
+from ..engine._clock import Clock
+from ..engine._ledger import EPSILON, check_destinations, record_replaced_span, record_span
+from ..store._db import Connection, Database
+from ..store._specs import spec_from_row
+
+__all__ = [
+    "OPERATOR",
+    "Actor",
+    "Confirmation",
+    "Proposal",
+    "UserPrincipal",
+    "add_user",
+    "authenticate",
+    "cancel",
+    "confirm",
+    "pause",
+    "propose",
+    "resume",
+]
+
+@dataclass(frozen=True, slots=True)
+class UserPrincipal:
+    """An authenticated real user."""
+
+    tenant_id: str
+    user_id: str
+
+    @property
+    def label(self) -> str:
+        """How the user appears in audit columns: ``user:<tenant>/<user>``."""
+        return f"user:{self.tenant_id}/{self.user_id}"
+
+
+class _Operator:
+    label = "operator"
+
+    def __repr__(self) -> str:
+        return "OPERATOR"
+
+
+OPERATOR = _Operator()
+"""The host operator: whoever holds the database credentials (the CLI without a
+token). May pause, resume, cancel and trigger; may never confirm a user's revision."""
+
+Actor = UserPrincipal | _Operator
+
+
+def _token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
+                   display_name: str = "", zone: str = "UTC", rotate: bool = False,
+                   replay: bool = False) -> str:
+    """Create (or, with ``rotate``, re-key) a user; return their new API token.
+
+    The token is shown once; only its SHA-256 is stored.
+
+    Raises:
+        SpecError: an invalid id or zone; tenant ids may not start with ``_`` (except
+            a replay's own ``_replay-`` tenant, with ``replay``).
+        Conflict: the user exists and ``rotate`` is false.
+        NotFound: ``rotate`` for a user that does not exist.
+    """
+    _check_tenant(tenant_id, replay)
+    check_identifier(user_id, "user_id")
+    load_zone(zone, "zone")
+    token = "wk_" + secrets.token_urlsafe(32)
+    now = clock.now()
+    async with db.transaction() as tx:
+        if rotate:
+            if await tx.fetchval("user_rotate_token", tenant_id, user_id, _token_digest(token)) is None:
+                raise NotFound(f"no user {tenant_id}/{user_id}")
+            return token
+        await tx.execute("tenant_ensure", tenant_id, now)
+        inserted = await tx.fetchval("user_insert", tenant_id, user_id, display_name, zone,
+                                     _token_digest(token), now)
+        if inserted is None:
+            raise Conflict(f"user {tenant_id}/{user_id} exists; use --rotate to issue a new token")
+    return token
+
+
+async def authenticate(db: Database, token: str | None) -> UserPrincipal:
+    """The user a token belongs to.
+
+    Raises:
+        AuthError: no token, or an unknown one.
+    """
+    if not token:
+        raise AuthError("a user token is required (--token or WATCHKEEPER_TOKEN)")
+    row = await db.fetchrow("user_by_token", _token_digest(token))
+    if row is None:
+        raise AuthError("unknown token")
+    return UserPrincipal(row["tenant_id"], row["user_id"])
+
+
+REPLAY_TENANT_PREFIX = "_replay-"
+"""Tenants of ``watchkeeper replay``: reserved (``_``), and invisible to live pollers,
+workers and dispatchers, which run on the real clock."""
+
+
+def _check_tenant(tenant_id: str, replay: bool = False) -> None:
+    check_identifier(tenant_id.lstrip("_") if replay else tenant_id, "tenant_id")
+    if replay and tenant_id.startswith(REPLAY_TENANT_PREFIX):
+        return
+    if tenant_id.startswith("_"):
+        raise SpecError("tenant_id", f"{tenant_id!r} is reserved.", "pick an id not starting with '_'.")
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """The answer to a proposal.
+
+    Attributes:
+        revision: the new revision number.
+        spec_hash: what the owner must present to confirm it.
+        needs_confirmation: False for a descriptive-only edit of the effective
+            revision, which took effect at once.
+    """
+
+    tenant_id: str
+    definition_id: str
+    revision: int
+    spec_hash: str
+    needs_confirmation: bool
+
+
+async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: str,
+                  owner_user_id: str, spec: Spec, proposed_by: str,
+                  based_on: int | None = None, replay: bool = False) -> Proposal:
+    """Record a proposed revision (status ``proposed``); nothing runs until confirmed.
+
+    Args:
+        proposed_by: the proposing agent principal (free text, for the audit trail).
+        based_on: the revision the edit started from; required once the definition
+            exists, and it must be the latest revision (optimistic concurrency).
+
+    Raises:
+        SpecError: invalid ids, or a webhook destination that names no endpoint of the
+            tenant (``delivery.<i>.destination``).
+        NotFound: the owner user does not exist.
+        Conflict: ``based_on`` is stale or missing, the owner differs, the definition
+            is cancelled, or the id belongs to an operator-registered definition.
+    """
+    _check_tenant(tenant_id, replay)
+    check_identifier(definition_id, "definition_id")
+    now = clock.now()
+    async with db.transaction() as tx:
+        if await tx.fetchrow("user_get", tenant_id, owner_user_id) is None:
+            raise NotFound(f"no user {tenant_id}/{owner_user_id}; create it with "
+                           f"'watchkeeper users add {tenant_id} {owner_user_id}'")
+        if await tx.fetchval("definition_id_is_operator", definition_id) is not None:
+            raise Conflict(f"{definition_id!r} is an operator-registered definition id")
+        row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
+        if row is None:
+            await tx.execute("definition_insert", tenant_id, definition_id, "user", owner_user_id, now)
+            row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
+            assert row is not None
+        _check_proposal(row, owner_user_id, based_on)
+        await check_destinations(tx, tenant_id, spec.delivery)
+        revision = row["latest_revision"] + 1
+        descriptive = await _effective_hash(tx, row) == spec.spec_hash
+        confirmer = await _confirmer(tx, row) if descriptive else None
+        await tx.execute(
+            "revision_insert", tenant_id, definition_id, revision, spec.to_json(), spec.spec_hash,
+            None, "confirmed" if descriptive else "proposed", based_on, proposed_by, now,
+            confirmer, now if descriptive else None,
+        )
+        await tx.execute("definition_set_latest", tenant_id, definition_id, revision, now)
+        if descriptive:
+            await tx.execute("revisions_retire", tenant_id, definition_id, revision)
+            await tx.execute("definition_set_descriptive", tenant_id, definition_id, revision, now)
+    return Proposal(tenant_id, definition_id, revision, spec.spec_hash, not descriptive)
+
+
+def _check_proposal(row: Any, owner_user_id: str, based_on: int | None) -> None:
+    if row["owner_user_id"] != owner_user_id:
+        raise Conflict(f"definition {row['definition_id']} belongs to {row['owner_user_id']}")
+    if row["status"] == "cancelled":
+        raise Conflict(f"definition {row['definition_id']} is cancelled; propose a new id")
+    latest = row["latest_revision"]
+    if latest and based_on is None:
+        raise Conflict(
+            f"definition {row['definition_id']} exists (revision {latest}); an edit must say "
+            f"which revision it is based on: propose again with --based-on {latest}."
+        )
+    if latest and based_on != latest:
+        raise Conflict(
+            f"definition {row['definition_id']} is at revision {latest}; your edit is based on "
+            f"{based_on}. Re-read it and propose again with --based-on {latest}."
+        )
+
+
+async def _effective_hash(tx: Connection, row: Any) -> str | None:
+    if row["effective_revision"] is None:
+        return None
+    rev = await tx.fetchrow("revision_get", row["tenant_id"], row["definition_id"],
+                            row["effective_revision"])
+    return None if rev is None else rev["spec_hash"]
+
+
+async def _confirmer(tx: Connection, row: Any) -> str | None:
+    rev = await tx.fetchrow("revision_get", row["tenant_id"], row["definition_id"],
+                            row["effective_revision"])
+    return None if rev is None else rev["confirmed_by"]
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """The answer to a confirmation: the revision is now effective.
+
+    Attributes:
+        fence: the definition's new fence.
+        effective_since: the confirmation instant; no slot before it is ever produced.
+        next_due_at: the first occurrence's instant (UTC), or None when paused.
+    """
+
+    revision: int
+    fence: int
+    effective_since: datetime
+    next_due_at: datetime | None
+
+
+async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, definition_id: str,
+                  revision: int, spec_hash: str) -> Confirmation:
+    """Make a proposed revision effective. Only the owner may; they present the hash.
+
+    Raises:
+        NotFound: no such definition or revision in the principal's tenant.
+        AuthError: the principal is not the owner.
+        Conflict: the hash differs from the proposal (you would confirm something you
+            did not see), the revision is not the latest open proposal, the definition
+            is cancelled, or the schedule has no occurrence after now.
+        SpecError: a webhook destination names no endpoint of the tenant (it may have
+            been removed since the proposal).
+    """
+    now = clock.now()
+    tenant_id = principal.tenant_id
+    async with db.transaction() as tx:
+        row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
+        if row is None:
+            raise NotFound(f"no definition {tenant_id}/{definition_id}")
+        if row["owner_user_id"] != principal.user_id:
+            raise AuthError(f"only the owner {row['owner_user_id']} may confirm {definition_id}")
+        rev = await tx.fetchrow("revision_get", tenant_id, definition_id, revision)
+        _check_confirmable(row, rev, revision, spec_hash)
+        spec = spec_from_row(rev)
+        await check_destinations(tx, tenant_id, spec.delivery)
+        window = spec.window(now - EPSILON, now - EPSILON)
+        if window.next_slot is None:
+            raise Conflict(f"revision {revision} has no occurrence after {now.isoformat()}; "
+                           "propose a later time")
+        status = "paused" if row["status"] == "paused" else "active"
+        await record_replaced_span(tx, row, now, principal.label)
+        await tx.execute("revision_confirm", tenant_id, definition_id, revision,
+                         principal.label, now)
+        await tx.execute("revisions_retire", tenant_id, definition_id, revision)
+        fence = await tx.fetchval(
+            "definition_make_effective", tenant_id, definition_id, revision, now, now - EPSILON,
+            window.next_slot.scheduled_for, status,
+            "condition" if spec.trigger.type == "condition" else "calendar",
+        )
+    return Confirmation(revision, fence, now, window.next_slot.scheduled_for)
+
+
+def _check_confirmable(row: Any, rev: Any, revision: int, spec_hash: str) -> None:
+    if rev is None:
+        raise NotFound(f"no revision {revision} of {row['definition_id']}")
+    if row["status"] == "cancelled":
+        raise Conflict(f"definition {row['definition_id']} is cancelled")
+    if rev["status"] != "proposed":
+        raise Conflict(f"revision {revision} is {rev['status']}, not an open proposal")
+    if revision != row["latest_revision"]:
+        raise Conflict(f"revision {revision} is superseded by revision {row['latest_revision']}")
+    if not secrets.compare_digest(rev["spec_hash"], spec_hash):
+        raise Conflict(
+            f"spec hash mismatch: revision {revision} has {rev['spec_hash'][:12]}…, you presented "
+            f"{spec_hash[:12]}…; re-read the proposal before confirming"
+        )
+
+
+async def _lock_for_change(tx: Connection, actor: Actor, tenant_id: str,
+                           definition_id: str) -> Any:
+    row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
+    if row is None:
+        raise NotFound(f"no definition {tenant_id}/{definition_id}")
+    if isinstance(actor, UserPrincipal) and (
+        actor.tenant_id != tenant_id or actor.user_id != row["owner_user_id"]
+    ):
+        raise AuthError(f"only the owner or the operator may change {definition_id}")
+    if row["status"] == "cancelled":
+        raise Conflict(f"definition {definition_id} is cancelled")
+    return row
+
+
+async def pause(db: Database, clock: Clock, actor: Actor, tenant_id: str,
+                definition_id: str) -> int:
+    """Suppress new occurrences; a running task goes on. Returns the new fence.
+
+    Raises:
+        NotFound, AuthError, Conflict (not active).
+    """
+    now = clock.now()
+    async with db.transaction() as tx:
+        row = await _lock_for_change(tx, actor, tenant_id, definition_id)
+        if row["status"] != "active":
+            raise Conflict(f"definition {definition_id} is {row['status']}, not active")
+        return int(await tx.fetchval(
+            "definition_set_status", tenant_id, definition_id, "paused", now, row["cursor_at"],
+            row["slots_seen"], row["next_due_at"], now))
+
+
+async def resume(db: Database, clock: Clock, actor: Actor, tenant_id: str,
+                 definition_id: str, *, recorded_by: str = "operator") -> int:
+    """Resume a paused definition. The paused span is recorded once as a
+    ``skipped_paused`` range and never replayed. Returns the new fence.
+
+    Raises:
+        NotFound, AuthError, Conflict (not paused).
+    """
+    now = clock.now()
+    async with db.transaction() as tx:
+        row = await _lock_for_change(tx, actor, tenant_id, definition_id)
+        if row["status"] != "paused":
+            raise Conflict(f"definition {definition_id} is {row['status']}, not paused")
+        spec = spec_from_row(await tx.fetchrow("revision_get", tenant_id, definition_id,
+                                               row["effective_revision"]))
+        pivot = max(row["paused_at"], row["cursor_at"])
+        before = spec.window(row["cursor_at"], pivot, row["slots_seen"])
+        seen = row["slots_seen"] + before.count
+        during = spec.window(pivot, now, seen)
+        await record_span(tx, row, before.span, EventKind.SKIPPED_SUPERSEDED,
+                           "missed before the pause", now, actor.label)
+        await record_span(tx, row, during.span, EventKind.SKIPPED_PAUSED, "definition was paused",
+                           now, actor.label)
+        last = during.last or before.last
+        status = "completed" if during.ended else "active"
+        next_due = None if during.next_slot is None else during.next_slot.scheduled_for
+        return int(await tx.fetchval(
+            "definition_set_status", tenant_id, definition_id, status, None,
+            last.scheduled_for if last else row["cursor_at"], seen + during.count, next_due, now))
+
+
+async def cancel(db: Database, clock: Clock, actor: Actor, tenant_id: str, definition_id: str,
+                 *, running: bool = False) -> int:
+    """End the definition. Tasks not yet started are cancelled; with ``running``,
+    cancellation of started tasks is requested too. Returns the new fence.
+
+    Raises:
+        NotFound, AuthError, Conflict (already cancelled).
+    """
+    now = clock.now()
+    async with db.transaction() as tx:
+        row = await _lock_for_change(tx, actor, tenant_id, definition_id)
+        fence = int(await tx.fetchval(
+            "definition_set_status", tenant_id, definition_id, "cancelled", row["paused_at"],
+            row["cursor_at"], row["slots_seen"], None, now))
+        reason = f"definition cancelled by {actor.label}"
+        await tx.execute("tasks_cancel_waiting", tenant_id, definition_id, reason, now)
+        if running:
+            await tx.execute("tasks_request_cancel", tenant_id, definition_id, now)
+    return fence
+

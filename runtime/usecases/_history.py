@@ -1,0 +1,152 @@
+"""Task history: each occurrence with its six facts, and the decisions that claim no
+key (ranges, fenced-out computations), queryable by tenant, user, definition, status
+and time range with keyset pagination (DESIGN "History").
+
+History is read-only and never written back into a chat. A blocked, expired or
+review-required occurrence shows exactly one recommended next step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from watchkeeper.triggers import format_utc
+
+from ..store._db import Database
+
+__all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
+           "history", "next_step"]
+
+HISTORY_STATUSES = frozenset({
+    "admitted", "skipped_expired", "review_required", "skipped_review", "skipped_overrun",
+    "denied_budget", "skipped_dst_gap", "pending", "held", "running", "suspended", "completed",
+    "failed", "failed_verification", "timed_out", "cancelled", "expired", "unknown",
+})
+"""Every occurrence decision and task status ``--status`` may filter on."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryQuery:
+    """Filters; all optional. ``since``/``until`` bound ``scheduled_for`` (UTC)."""
+
+    tenant_id: str | None = None
+    definition_id: str | None = None
+    user_id: str | None = None
+    status: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 50
+    after: tuple[datetime, str, str, str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One occurrence and what followed it."""
+
+    row: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.row[key]
+
+    @property
+    def key(self) -> tuple[datetime, str, str, str, str]:
+        """The keyset position of this entry."""
+        r = self.row
+        return (r["scheduled_for"], r["tenant_id"], r["binding_id"], r["slot"], r["kind"])
+
+    @property
+    def outcome(self) -> str:
+        """The furthest fact reached: the task status if admitted, else the decision."""
+        if self.row["run_status"] is not None:
+            return f"run:{self.row['run_status']}"
+        return self.row["task_status"] or self.row["decision"]
+
+    @property
+    def next_step(self) -> str | None:
+        """One recommended next step, or ``None`` when nothing is needed."""
+        return next_step(self.row)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible form (instants as ISO 8601 UTC)."""
+        return {k: _jsonable(v) for k, v in self.row.items()} | {
+            "outcome": self.outcome, "next_step": self.next_step}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """A recorded decision that claims no occurrence key (a range, a fenced-out plan)."""
+
+    row: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible form."""
+        return {k: _jsonable(v) for k, v in self.row.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """A page of entries (newest first), the events in the same window, and the
+    position to continue from (``None`` on the last page)."""
+
+    entries: Sequence[HistoryEntry]
+    events: Sequence[HistoryEvent]
+    after: tuple[datetime, str, str, str, str] | None
+
+
+async def history(db: Database, query: HistoryQuery) -> HistoryPage:
+    """Read one page of history."""
+    after = query.after or (None, None, None, None, None)
+    rows = await db.fetch("history_page", query.tenant_id, query.definition_id, query.user_id,
+                          query.status, query.since, query.until, *after, query.limit)
+    entries = [HistoryEntry(dict(r)) for r in rows]
+    events = await db.fetch("events_page", query.tenant_id, query.definition_id, None, None,
+                            max(query.limit, 50))
+    position = entries[-1].key if len(entries) == query.limit else None
+    return HistoryPage(entries, [HistoryEvent(dict(e)) for e in events], position)
+
+
+_STEPS = {
+    "review_required": "approve or skip it: watchkeeper review {definition_id} '{slot}' "
+                       "--tenant {definition_tenant_id} --approve|--skip",
+    "denied_budget": "raise limits.max_tasks_per_period in a new revision (it applies from the "
+                     "next accounting period) or wait for the next period",
+    "skipped_overrun": "the previous task was still running; if occurrences must queue, "
+                       "propose overrun = 'queue_one'",
+    "failed": "read the run errors, fix the cause, then run it again: watchkeeper trigger "
+              "{definition_id} --tenant {definition_tenant_id}",
+    "failed_verification": "the run did not meet the output promise; check the agent's output, "
+                           "then: watchkeeper trigger {definition_id} --tenant {definition_tenant_id}",
+    "timed_out": "raise limits.deadline in a new revision, or trigger it again",
+    "unknown": "reconcile the external effect by its idempotency key ({idempotency_key}) before "
+               "doing anything else",
+    "expired": "nothing ran; to run it now anyway: watchkeeper trigger {definition_id} "
+               "--tenant {definition_tenant_id}",
+    "skipped_expired": "nothing ran; to run it now anyway: watchkeeper trigger {definition_id} "
+                       "--tenant {definition_tenant_id}",
+}
+
+
+def next_step(row: Mapping[str, Any]) -> str | None:
+    """The one recommended next step for a history row, if it needs one."""
+    deliveries = row.get("deliveries") or []
+    dead = [d for d in deliveries if d.get("status") == "dead"]
+    if dead:
+        first = dead[0]
+        why = f" ({str(first.get('last_error') or '')[:80]})" if first.get("last_error") else ""
+        return (f"the {first.get('channel')} notice is dead{why}; fix the destination, then: "
+                f"watchkeeper redeliver {first.get('delivery_id')} --tenant {row.get('tenant_id')}")
+    status = row.get("task_status") or row.get("decision")
+    template = _STEPS.get(str(status))
+    if template is None:
+        return None
+    keys = ("definition_id", "definition_tenant_id", "slot", "idempotency_key")
+    return template.format(**{k: row.get(k) for k in keys})
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return format_utc(value) if value.tzinfo else value.isoformat()
+    return value

@@ -1,0 +1,219 @@
+"""``watchkeeper replay``: conditional definitions over a historical series, on a
+virtual clock, through the real runtime (poll claim, admission, worker, outbox).
+
+A replay makes a fresh tenant (``_replay-<UTC time>-<random>``: reserved, and invisible
+to live pollers, workers and dispatchers) with one user, proposes
+and confirms each definition at ``start`` as that user would, then moves a
+:class:`FakeClock` from poll to poll — straight to the next ``next_due_at`` any of its
+definitions has, never sleeping — and at each instant runs what a supervisor runs: the
+poller (:func:`watchkeeper.runtime.engine._poller.poll_once`), the workers until no task is runnable,
+and the outbox dispatcher. Everything is stored in PostgreSQL as a live run would store
+it (polls, observation receipts, condition state, occurrences, tasks, reports), under
+the replay's tenant, so ``watchkeeper history`` and SQL can inspect it afterwards.
+The poller, worker and dispatcher of a replay touch only its own tenant's rows; live
+ones never touch a replay's; and when it ends, fails or is interrupted its definitions
+that are still open are cancelled: nothing of a replay runs later.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+from watchkeeper.outbox import FileChannel, LogChannel
+from watchkeeper.sources import Source, SourceRegistry
+from watchkeeper.triggers import ConditionTrigger, Spec, SpecError, check_identifier, format_utc, parse_spec
+
+from .._errors import WatchkeeperError
+from ..engine._agents import AgentCatalog
+from ..engine._clock import FakeClock
+from ..engine._delivery_store import PgDeliveryStore
+from ..engine._poller import PollEvent, poll_once
+from ..engine._supervisor import SupervisorConfig, make_dispatcher
+from ..engine._worker import Worker
+from ..store._db import Database
+from ._definitions import REPLAY_TENANT_PREFIX, add_user, authenticate, cancel, confirm, propose
+from ._specfile import load_data
+
+log = logging.getLogger("watchkeeper.replay")
+
+__all__ = ["ReplayDefinition", "ReplaySummary", "load_replay_definitions", "replay"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayDefinition:
+    """One ``[[definitions]]`` entry: an id and a condition spec."""
+
+    definition_id: str
+    spec: Spec
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay did: its tenant, the window, and counts by action."""
+
+    tenant_id: str
+    start: datetime
+    end: datetime
+    polls: int = 0
+    actions: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, int] = field(default_factory=dict)
+
+
+def load_replay_definitions(path: Path, *, min_interval: timedelta,
+                            poll_every: str | float | None = None) -> list[ReplayDefinition]:
+    """Read ``[[definitions]]`` tables (TOML) or a ``definitions`` list (JSON), each an
+    ``id`` plus the fields of a condition spec (``version``, ``trigger``, ...).
+
+    Args:
+        poll_every: replaces every definition's ``trigger.poll_every`` (``--poll-every``:
+            seconds or an ISO 8601 duration, checked as the spec field is).
+
+    Raises:
+        SpecError: naming ``definitions[i].<field>`` and the fix.
+    """
+    data = load_data(path)
+    entries = data.get("definitions")
+    if not isinstance(entries, list) or not entries:
+        raise SpecError("definitions", f"{path} has no [[definitions]] tables.",
+                        "add one [[definitions]] table per definition, with id and a spec.")
+    result: list[ReplayDefinition] = []
+    for index, entry in enumerate(entries):
+        where = f"definitions[{index}]"
+        if not isinstance(entry, Mapping):
+            raise SpecError(where, "is not a table.", "write [[definitions]] with key = value pairs.")
+        raw = dict(entry)
+        definition_id = raw.pop("id", None)
+        if definition_id is None:
+            raise SpecError(f"{where}.id", "is missing.", "give each definition an id.")
+        check_identifier(definition_id, f"{where}.id")
+        if poll_every is not None and isinstance(raw.get("trigger"), Mapping):
+            raw["trigger"] = {**raw["trigger"], "poll_every": poll_every}
+        try:
+            spec = parse_spec(raw, min_interval=min_interval)
+        except SpecError as exc:
+            if poll_every is not None and exc.field == "trigger.poll_every":
+                raise SpecError("--poll-every", exc.problem, exc.fix) from exc
+            raise SpecError(f"{where}.{exc.field}", exc.problem, exc.fix) from exc
+        if not isinstance(spec.trigger, ConditionTrigger):
+            raise SpecError(f"{where}.trigger.type", f"is {spec.trigger.type!r}; replay runs "
+                            "conditional definitions.", "use type = 'condition'.")
+        if definition_id in {d.definition_id for d in result}:
+            raise SpecError(f"{where}.id", f"{definition_id!r} is used twice.", "make ids unique.")
+        result.append(ReplayDefinition(definition_id, spec))
+    return result
+
+
+async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: Source, *,
+                 start: datetime, end: datetime, home: Path,
+                 on_event: Callable[[dict[str, Any]], None] = lambda _: None,
+                 on_progress: Callable[[datetime], None] = lambda _: None,
+                 agents: AgentCatalog | None = None) -> ReplaySummary:
+    """Replay ``definitions`` over ``source`` from ``start`` to ``end`` (aware, UTC).
+
+    ``on_event`` gets one JSON object per poll (see :meth:`PollEvent.to_json`) and one
+    per finished task (``action`` ``task_completed``/``task_failed``...);
+    ``on_progress`` the virtual time after each step.
+
+    Raises:
+        SpecError: a definition names a source other than ``source`` (or another
+            version); ``end`` is not after ``start``.
+    """
+    if end <= start:
+        raise SpecError("--to", f"{format_utc(end)} is not after --from {format_utc(start)}.",
+                        "give a later --to.")
+    for d in definitions:
+        ref = d.spec.trigger.source  # type: ignore[union-attr]
+        if (ref.name, ref.version) != (source.name, source.version):
+            raise SpecError(f"{d.definition_id}.trigger.source",
+                            f"names {ref.name} version {ref.version}; this replay's series is "
+                            f"{source.name} version {source.version}.",
+                            f"set source = {{ name = '{source.name}', version = "
+                            f"'{source.version}' }}, or pass --source-name/--source-version.")
+    for d in definitions:
+        for index, delivery in enumerate(d.spec.delivery):
+            if delivery.channel == "webhook":
+                raise SpecError(f"{d.definition_id}.delivery.{index}.channel",
+                                "a replay sends no webhooks (its tenant has no endpoints, and "
+                                "a historical replay must not notify anyone live).",
+                                "use channel = 'file' or 'log' in the replay file.")
+    clock = FakeClock(start)
+    tenant = f"{REPLAY_TENANT_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+    me = await authenticate(db, await add_user(db, clock, tenant, "replay", replay=True))
+    try:
+        return await _run(db, clock, me, tenant, definitions, source, start, end, home,
+                          on_event, on_progress, agents)
+    finally:
+        with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
+            for d in definitions:
+                try:
+                    if await db.fetchval("definition_is_open", tenant, d.definition_id):
+                        await cancel(db, clock, me, tenant, d.definition_id)
+                except WatchkeeperError as exc:  # the replay's own error matters more
+                    log.warning("could not cancel replay definition %s/%s: %s", tenant,
+                                d.definition_id, exc)
+
+
+async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
+               definitions: Sequence[ReplayDefinition], source: Source, start: datetime,
+               end: datetime, home: Path, on_event: Callable[[dict[str, Any]], None],
+               on_progress: Callable[[datetime], None],
+               agents: AgentCatalog | None) -> ReplaySummary:
+    for d in definitions:
+        proposal = await propose(db, clock, tenant_id=tenant, definition_id=d.definition_id,
+                                 owner_user_id=me.user_id, spec=d.spec, proposed_by="replay",
+                                 replay=True)
+        await confirm(db, clock, me, definition_id=d.definition_id, revision=proposal.revision,
+                      spec_hash=proposal.spec_hash)
+    summary = ReplaySummary(tenant, start, end)
+    fired: dict[int, tuple[str, str]] = {}
+    work = notices = False
+    sources = SourceRegistry([source])
+    worker = Worker(db, clock, agents or AgentCatalog(), worker_id=f"{tenant}/worker",
+                    artifact_root=home / "artifacts", lease_seconds=3600, tenant_id=tenant)
+    store = PgDeliveryStore(db, clock, tenant_id=tenant)
+    dispatcher = make_dispatcher(SupervisorConfig(home=home), store,
+                                 {"log": LogChannel(), "file": FileChannel(home / "notices")},
+                                 clock, f"{tenant}/outbox")
+    while (due := await db.fetchval("replay_next_poll", tenant)) is not None and due <= end:
+        clock.set_wall(max(due, clock.now()))
+        report = await poll_once(db, clock, sources, actor=f"{tenant}/poller", tenant_id=tenant)
+        for event in report.events:
+            _count(summary, event)
+            if event.task_id is not None:
+                fired[event.task_id] = (event.definition_id, ",".join(event.subjects))
+            on_event(event.to_json())
+        # the worker and the outbox only when something may be waiting for them: a fire
+        # now, or a retry left from an earlier step (a replay has no other tasks)
+        work = work or any(e.task_id is not None for e in report.events)
+        if work:
+            work = False
+            while (outcome := await worker.run_once()) is not None:
+                summary.tasks[outcome.status] = summary.tasks.get(outcome.status, 0) + 1
+                definition_id, subject = fired.get(outcome.task_id, (None, None))
+                on_event({"at": format_utc(clock.now()), "definition": definition_id,
+                          "subject": subject, "verdict": None,
+                          "action": f"task_{outcome.status}", "reason": outcome.reason,
+                          "task": outcome.task_id})
+                work = work or outcome.status == "pending"  # a retry, later
+            notices = True
+        if notices:
+            waiting = False
+            while (stats := await dispatcher.dispatch_once()).claimed:
+                waiting = waiting or bool(stats.retrying or stats.deferred)
+            notices = waiting or work
+        on_progress(clock.now())
+    clock.set_wall(max(end, clock.now()))
+    on_progress(end)
+    return summary
+
+
+def _count(summary: ReplaySummary, event: PollEvent) -> None:
+    summary.polls += 1
+    summary.actions[event.action] = summary.actions.get(event.action, 0) + 1
