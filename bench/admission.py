@@ -78,6 +78,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import asyncpg.transaction
 import psutil
+
 from watchkeeper.runtime.engine._admission import TickReport, admit
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._registry import Registry
@@ -86,7 +87,7 @@ from watchkeeper.runtime.engine._tick import FIRST_KEY, plan_tick, read_due
 from watchkeeper.runtime.store import _db
 from watchkeeper.runtime.store._db import Database
 from watchkeeper.runtime.store._embedded import embedded_postgres
-from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, confirm, propose
+from watchkeeper.runtime.usecases import UserPrincipal, add_user, confirm, propose
 from watchkeeper.triggers import Slot, parse_spec, tzdata_version
 
 TENANT = "bench"

@@ -61,7 +61,7 @@ from watchkeeper.runtime.engine._clock import FakeClock  # noqa: E402
 from watchkeeper.runtime.engine._poller import poll_once  # noqa: E402
 from watchkeeper.runtime.store._db import Database  # noqa: E402
 from watchkeeper.runtime.store._embedded import embedded_postgres  # noqa: E402
-from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, confirm, propose  # noqa: E402
+from watchkeeper.runtime.usecases import UserPrincipal, add_user, confirm, propose  # noqa: E402
 from watchkeeper.sources import CallableSource, SourceRegistry  # noqa: E402
 from watchkeeper.triggers import Observation, Verdict, parse_spec  # noqa: E402
 from watchkeeper.triggers._conditions import Comparison, compare  # noqa: E402

@@ -93,9 +93,14 @@ from watchkeeper.runtime.engine._clock import FakeClock, SystemClock  # noqa: E4
 from watchkeeper.runtime.engine._delivery_store import PgDeliveryStore  # noqa: E402
 from watchkeeper.runtime.engine._worker import Worker  # noqa: E402
 from watchkeeper.runtime.store._db import Database  # noqa: E402
-from watchkeeper.runtime.usecases._definitions import add_user, authenticate, confirm, propose  # noqa: E402
-from watchkeeper.runtime.usecases._manual import trigger_now  # noqa: E402
-from watchkeeper.runtime.usecases._webhooks import add_endpoint  # noqa: E402
+from watchkeeper.runtime.usecases import (  # noqa: E402
+    add_endpoint,  # noqa: E402
+    add_user,
+    authenticate,
+    confirm,
+    propose,
+    trigger_now,  # noqa: E402
+)
 from watchkeeper.triggers import parse_spec  # noqa: E402
 
 TENANT = "bench"

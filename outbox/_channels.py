@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+
 from watchkeeper.triggers import Importance
 
 from ._errors import DeliveryFailed

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 import jsonpointer
+
 from watchkeeper.triggers import Observation, ObservationStatus
 
 from ._series import SeriesError, parse_instant

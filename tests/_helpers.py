@@ -8,7 +8,7 @@ from typing import Any
 
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, authenticate, confirm, propose
+from watchkeeper.runtime.usecases import UserPrincipal, add_user, authenticate, confirm, propose
 from watchkeeper.triggers import parse_spec
 from watchkeeper.triggers._spec import DEFAULT_MIN_INTERVAL
 

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 from _pgproxy import PgProxy
+
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.store._db import Database
 from watchkeeper.runtime.store._embedded import embedded_postgres

@@ -8,6 +8,7 @@ from datetime import timedelta
 import anyio
 import pytest
 from _helpers import confirmed, decisions, definition, events, occurrences, owner, tasks, utc
+
 from watchkeeper.runtime.engine._admission import admit
 from watchkeeper.runtime.engine._agents import AgentCatalog
 from watchkeeper.runtime.engine._clock import FakeClock
@@ -16,8 +17,7 @@ from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._tick import plan_tick, read_due
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import confirm, propose
-from watchkeeper.runtime.usecases._manual import review, trigger_now
+from watchkeeper.runtime.usecases import confirm, propose, review, trigger_now
 from watchkeeper.triggers import jitter_offset, parse_spec
 
 pytestmark = pytest.mark.anyio

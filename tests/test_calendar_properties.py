@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from _oracle import Oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from watchkeeper.triggers import (
     CronSchedule,
     IntervalSchedule,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from watchkeeper.runtime.store._db import Database
 
 pytestmark = pytest.mark.anyio
@@ -170,7 +171,7 @@ def test_every_example_parses() -> None:
     """The shipped examples are valid specs or registrations."""
     from datetime import timedelta
 
-    from watchkeeper.runtime.usecases._specfile import load_registrations, load_spec
+    from watchkeeper.runtime.usecases import load_registrations, load_spec
 
     specs = [p for p in EXAMPLES.glob("*.toml") if p.name != "weekly_rank_check.toml"]
     assert len(specs) == 4
@@ -297,7 +298,7 @@ async def test_replay_json_lines_are_the_stable_contract(db: Database, db_dsn: s
         "2024-01-06,X,9,EUR/share,EUR\n"
         "2024-01-07,X,9,USD/share,USD\n")
     _, out, err = await cli("replay", "--definitions", str(tmp_path / "defs.toml"),
-                            "--series", str(tmp_path / "series.csv"), "--json",
+                            "--series", str(tmp_path / "series.csv"), "--json", "--keep",
                             dsn=db_dsn, home=tmp_path)
     lines = [json.loads(line) for line in out.splitlines()]
     polls = [e for e in lines if not e["action"].startswith("task_")]
@@ -321,7 +322,9 @@ async def test_replay_json_lines_are_the_stable_contract(db: Database, db_dsn: s
     assert [r["slot"] for r in rows] == ["2024-01-02T00:00:00Z", "2024-01-07T00:00:00Z"]
     _, out, _ = await cli("polls", "dip", "--tenant", tenant, "--changes", "--json",
                           dsn=db_dsn, home=tmp_path)
-    timeline = json.loads(out)
+    page = json.loads(out)
+    timeline = page["polls"]
+    assert page["next_after"] is None
     assert [(p["slot"], p["verdict"], p["action"]) for p in timeline] == [
         ("2024-01-01T00:00:00Z", "false", "none"), ("2024-01-02T00:00:00Z", "true", "fired"),
         ("2024-01-03T00:00:00Z", "unknown", "none"), ("2024-01-04T00:00:00Z", "true", "none"),
@@ -350,3 +353,96 @@ async def test_replay_bad_input_exits_2(db_dsn: str, tmp_path: Path, series: str
                              "2024-01-05T00:00:00Z", dsn=db_dsn, home=tmp_path, check=False)
     assert code == 2, err
     assert words in " ".join(err.split())
+
+
+SERIES = ("as_of,subject,value,unit,currency\n"
+          "2024-01-01,X,12,USD/share,USD\n2024-01-02,X,9,USD/share,USD\n"
+          "2024-01-03,X,11,USD/share,USD\n2024-01-04,X,8,USD/share,USD\n")
+
+
+@pytest.mark.parametrize("keep", [False, True])
+async def test_replay_into_a_closed_pipe_exits_cleanly_and_leaves_nothing_due(
+        db: Database, db_dsn: str, tmp_path: Path, keep: bool) -> None:
+    """``replay --json | head -1`` exits 0 without a traceback; afterwards nothing of the
+    replay is due in the outbox (removed, or with --keep its unsent notices suppressed),
+    so ``status`` reports no pending notice."""
+    (tmp_path / "defs.toml").write_text(REPLAY_DEFS)
+    (tmp_path / "series.csv").write_text(SERIES)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(WATCHKEEPER_HOME=str(tmp_path), DATABASE_URL=db_dsn)
+    command = (f"{sys.executable} -m watchkeeper replay --definitions {tmp_path / 'defs.toml'} "
+               f"--series {tmp_path / 'series.csv'} --json {'--keep' if keep else ''} "
+               "| head -1; exit ${PIPESTATUS[0]}")
+    result = await anyio.run_process(["bash", "-c", command], env=env, check=False)
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert len(result.stdout.decode().splitlines()) == 1
+    due = await db.pool.fetchval("SELECT count(*) FROM deliveries WHERE status IN "
+                                 "('pending', 'retrying', 'delivering')")
+    tenants = await db.pool.fetchval("SELECT count(*) FROM tenants WHERE tenant_id LIKE "
+                                     "'\\_replay-%'")
+    assert (due, tenants) == (0, 1 if keep else 0)
+    _, out, _ = await cli("status", dsn=db_dsn, home=tmp_path)
+    assert "outbox: empty" in out or "pending" not in out
+
+
+async def test_what_a_new_user_tripped_over(db: Database, db_dsn: str, tmp_path: Path) -> None:
+    """Each item the new-user report listed, run as that user ran it: an unknown
+    definition is exit 3 in history, polls, show and trigger alike; a truncated
+    --spec-hash says it is truncated; a plain date is 00:00 UTC; show, webhooks list and
+    propose --json carry what they lacked."""
+    _, out, _ = await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+    token = out.strip().splitlines()[-1]
+    for args in (["history", "nosuch", "--tenant", "acme"], ["polls", "nosuch", "--tenant", "acme"],
+                 ["show", "nosuch", "--tenant", "acme"], ["trigger", "nosuch", "--tenant", "acme"]):
+        code, out, err = await cli(*args, dsn=db_dsn, home=tmp_path, check=False)
+        assert (code, out) == (3, ""), (args, err)
+        assert "nosuch" in err
+    spec = tmp_path / "spec.toml"
+    spec.write_text((EXAMPLES / "holdings_review.toml").read_text()
+                    + '\ntitle = "Holdings"\nnotes = "every Wednesday"\n'
+                    if "title" not in (EXAMPLES / "holdings_review.toml").read_text()
+                    else (EXAMPLES / "holdings_review.toml").read_text())
+    _, out, _ = await cli("propose", str(EXAMPLES / "holdings_review.toml"), "--tenant", "acme",
+                          "--id", "holdings", "--owner", "alice", "--json", dsn=db_dsn,
+                          home=tmp_path)
+    proposal = json.loads(out)
+    assert (proposal["title"], proposal["notes"]) == (
+        "Wednesday holdings review",
+        "Descriptive fields (title, notes) can change without a new confirmation.")
+    code, _, err = await cli("confirm", "holdings", "--revision", "1", "--spec-hash",
+                             proposal["spec_hash"][:12], "--token", token, dsn=db_dsn,
+                             home=tmp_path, check=False)
+    flat = " ".join(err.split())
+    assert code == 5 and "has 12 characters" in flat and "64 hexadecimal digits" in flat
+    _, out, _ = await cli("show", "holdings", "--tenant", "acme", "--json", dsn=db_dsn, home=tmp_path)
+    shown = json.loads(out)
+    assert (shown["definition_id"], shown["status"], [r["status"] for r in shown["revisions"]]) \
+        == ("holdings", "proposed", ["proposed"])
+    await cli("webhooks", "add", "acme", "ops", "https://example.com/hook", dsn=db_dsn, home=tmp_path)
+    _, out, _ = await cli("webhooks", "list", "--tenant", "acme", "--json", dsn=db_dsn, home=tmp_path)
+    (hook,) = json.loads(out)
+    assert (hook["name"], hook["url"], hook["active_secrets"]) == ("ops", "https://example.com/hook", 1)
+    assert "secret" not in {k for k in hook if k != "active_secrets"}
+    _, out, _ = await cli("preview", "--every", "3600", "--after", "2026-12-02", "--count", "1",
+                          "--json", dsn=None, home=tmp_path)
+    assert json.loads(out)[0]["scheduled_for"] == "2026-12-02T01:00:00Z"
+    code, _, err = await cli("history", "--since", "2026-13-01", dsn=db_dsn, home=tmp_path,
+                             check=False)
+    assert code == 2 and "--since" in err and "2026-12-02" in err
+
+
+def test_a_next_step_never_cuts_a_quoted_name() -> None:
+    """History's next step shortens a long dead-delivery error at a word boundary and
+    keeps a quoted endpoint name whole."""
+    from watchkeeper.runtime.usecases import next_step
+
+    error = ("deliver: no webhook endpoint named 'demo-hook-20261201-0123456789abcdef' in "
+             "tenant demo, so the notice cannot be sent anywhere at all")
+    step = next_step({"tenant_id": "demo", "deliveries": [
+        {"status": "dead", "channel": "webhook", "delivery_id": "d1", "last_error": error}]})
+    assert step is not None
+    assert "'demo-hook-20261201-0123456789abcdef'" in step
+    assert step.count("'") == 2 and "…" in step
+    assert step.endswith("watchkeeper redeliver d1 --tenant demo")

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+
 from watchkeeper.runtime.engine._clock import FakeClock, SystemClock
 
 pytestmark = pytest.mark.anyio

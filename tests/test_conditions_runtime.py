@@ -14,12 +14,13 @@ import anyio
 import pytest
 from _helpers import confirmed, definition, occurrences, owner, tasks, utc
 from _pgproxy import Fault, PgProxy
+
 from watchkeeper.runtime.engine._agents import AgentCatalog
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._poller import poll_once
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import confirm, pause, propose, resume
+from watchkeeper.runtime.usecases import confirm, pause, propose, resume
 from watchkeeper.sources import CallableSource, SourceRegistry
 from watchkeeper.triggers import Observation, parse_spec
 
@@ -540,7 +541,7 @@ async def test_a_slow_read_overtaken_by_a_later_poll_changes_nothing(
 async def test_live_pollers_never_touch_a_replay_tenant(db: Database, clock: FakeClock) -> None:
     """A '_replay-' tenant's definitions run on a virtual clock: a live poller (no
     tenant) skips them; only a poller scoped to that tenant polls them."""
-    from watchkeeper.runtime.usecases._definitions import add_user, authenticate
+    from watchkeeper.runtime.usecases import add_user, authenticate
 
     tenant = "_replay-test"
     me = await authenticate(db, await add_user(db, clock, tenant, "replay", replay=True))

@@ -19,6 +19,7 @@ import itertools
 from datetime import datetime
 
 import pytest
+
 from watchkeeper.triggers import (
     CronExpression,
     CronSchedule,

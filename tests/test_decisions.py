@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from watchkeeper.triggers import (
     ActiveTask,
     BudgetState,

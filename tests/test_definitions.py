@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 from _helpers import confirmed, definition, events, occurrences, owner, tasks, utc
+
 from watchkeeper.runtime._errors import AuthError, Conflict, NotFound
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import (
+from watchkeeper.runtime.usecases import (
     OPERATOR,
     add_user,
     authenticate,

@@ -24,6 +24,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 import pytest
+
 from watchkeeper.runtime.store import _acl
 from watchkeeper.runtime.store._embedded import (
     SYSTEM_USER,

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 from _pgproxy import Fault, PgProxy
+
 from watchkeeper.runtime.engine._agents import AgentCatalog
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import UserPrincipal, add_user, authenticate, confirm, propose
-from watchkeeper.runtime.usecases._manual import trigger_now
+from watchkeeper.runtime.usecases import UserPrincipal, add_user, authenticate, confirm, propose, trigger_now
 from watchkeeper.triggers import parse_spec
 
 pytestmark = pytest.mark.anyio

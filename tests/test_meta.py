@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from watchkeeper.runtime._errors import ConfigError
 from watchkeeper.runtime.store._db import QUERIES, Database, load_queries, migrations
 
@@ -54,3 +55,12 @@ async def test_migrations_are_idempotent_and_tamper_evident(db: Database) -> Non
     await db.pool.execute("UPDATE schema_migrations SET sha256 = 'x' WHERE version = 1")
     with pytest.raises(ConfigError, match="was changed after it was applied"):
         await db.migrate()
+
+
+def test_doors_run_no_queries() -> None:
+    """A door calls use cases; it never runs a named query itself (no .fetch/.execute on
+    a database handle anywhere under runtime/doors)."""
+    pattern = re.compile(r"\.(fetch|fetchrow|fetchval|execute)\(")
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "runtime" / "doors").rglob("*.py")
+                 if pattern.search(p.read_text())]
+    assert offenders == []

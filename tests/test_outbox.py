@@ -16,6 +16,7 @@ import httpx
 import pytest
 from _helpers import confirmed, owner, utc
 from _pgproxy import Fault, PgProxy
+
 from watchkeeper.outbox import (
     DeliveryFailed,
     Dispatcher,
@@ -36,18 +37,20 @@ from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._delivery_store import PgDeliveryStore
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import UserPrincipal, propose
-from watchkeeper.runtime.usecases._history import HistoryQuery, history
-from watchkeeper.runtime.usecases._manual import trigger_now
-from watchkeeper.runtime.usecases._webhooks import (
+from watchkeeper.runtime.usecases import (
+    HistoryQuery,
     PreferencesInput,
+    UserPrincipal,
     add_endpoint,
     get_preferences,
+    history,
     parse_quiet,
+    propose,
     redeliver,
     remove_endpoint,
     rotate_secret,
     set_preferences,
+    trigger_now,
 )
 from watchkeeper.triggers import Importance, SpecError, parse_spec
 

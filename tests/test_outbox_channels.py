@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks import Webhook
+
 from watchkeeper.outbox import (
     DeliveryFailed,
     Endpoint,

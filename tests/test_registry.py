@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 from _helpers import confirmed, utc
+
 from watchkeeper.runtime._errors import Conflict, NotFound
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._registry import Registry, RunContext, ScheduleDef, register
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import OPERATOR, add_user
-from watchkeeper.runtime.usecases._manual import trigger_now
+from watchkeeper.runtime.usecases import OPERATOR, add_user, trigger_now
 from watchkeeper.triggers import Binding, BindingSetError, SpecError
 
 pytestmark = pytest.mark.anyio

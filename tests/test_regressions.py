@@ -11,6 +11,7 @@ import anyio
 import pytest
 from _helpers import confirmed, events, occurrences, owner, tasks, utc
 from _pgproxy import Fault, PgProxy
+
 from watchkeeper.runtime._errors import Conflict
 from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
 from watchkeeper.runtime.engine._clock import FakeClock
@@ -19,8 +20,7 @@ from watchkeeper.runtime.engine._registry import Registry, RunContext, ScheduleD
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import OPERATOR, cancel, confirm, pause, propose
-from watchkeeper.runtime.usecases._manual import review
+from watchkeeper.runtime.usecases import OPERATOR, cancel, confirm, pause, propose, review
 from watchkeeper.triggers import CronSchedule, SpecError, parse_spec
 
 pytestmark = pytest.mark.anyio

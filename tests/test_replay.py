@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -14,8 +15,17 @@ from typing import Any
 
 import anyio
 import pytest
-from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._replay import load_replay_definitions, replay
+
+from watchkeeper.runtime import NotFound
+from watchkeeper.runtime.store._db import QUERIES, Database
+from watchkeeper.runtime.usecases import (
+    PollCursor,
+    PollsQuery,
+    load_replay_definitions,
+    polls,
+    prune_replays,
+    replay,
+)
 from watchkeeper.sources import SeriesSource
 from watchkeeper.triggers import SpecError
 from watchkeeper.triggers._spec import DEFAULT_MIN_INTERVAL
@@ -74,7 +84,7 @@ async def stored_fires(db: Database, tenant: str, definition_id: str) -> list[da
 
 
 async def run_example(db: Database, tmp_path: Path, toml: str, csv_name: str,
-                      days: int | None = None) -> Any:
+                      days: int | None = None, keep: bool = True) -> Any:
     definitions = load_replay_definitions(EXAMPLES / "conditions" / toml,
                                           min_interval=DEFAULT_MIN_INTERVAL)
     source = SeriesSource.from_csv(EXAMPLES / "series" / csv_name)
@@ -83,7 +93,7 @@ async def run_example(db: Database, tmp_path: Path, toml: str, csv_name: str,
     events: list[dict[str, Any]] = []
     end = span[1] if days is None else span[0] + timedelta(days=days)
     summary = await replay(db, definitions, source, start=span[0], end=end, home=tmp_path,
-                           on_event=events.append)
+                           on_event=events.append, keep=keep)
     return summary, events
 
 
@@ -200,8 +210,8 @@ def test_definitions_file_errors_name_the_entry(tmp_path: Path) -> None:
 
 
 async def test_an_interrupted_replay_leaves_nothing_open(db: Database, tmp_path: Path) -> None:
-    """A replay stopped by an error half-way (here: its event consumer fails on the first
-    fire) cancels its definitions on the way out: nothing of it polls again."""
+    """A kept replay stopped by an error half-way (here: its event consumer fails on the
+    first fire) cancels its definitions on the way out: nothing of it polls again."""
     definitions = load_replay_definitions(EXAMPLES / "conditions" / "stocks.toml",
                                           min_interval=DEFAULT_MIN_INTERVAL)
     source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
@@ -214,9 +224,78 @@ async def test_an_interrupted_replay_leaves_nothing_open(db: Database, tmp_path:
 
     with pytest.raises(KeyboardInterrupt):
         await replay(db, definitions, source, start=span[0], end=span[1], home=tmp_path,
-                     on_event=consumer)
+                     on_event=consumer, keep=True)
     rows = await db.pool.fetch("SELECT status FROM definitions WHERE tenant_id LIKE '\\_replay-%'")
     assert len(rows) == 3 and {r["status"] for r in rows} == {"cancelled"}
+
+
+async def test_a_replay_removes_its_tenant_unless_kept(db: Database, tmp_path: Path) -> None:
+    """By default a replay leaves nothing behind: no tenant, user, definition, poll, task
+    or delivery of it remains, also when its consumer fails half-way."""
+    summary, events = await run_example(db, tmp_path, "seattle.toml", "seattle_weather.csv", 240,
+                                        keep=False)
+    assert summary.polls == 241 and any(e["action"] == "fired" for e in events)
+    definitions = load_replay_definitions(EXAMPLES / "conditions" / "stocks.toml",
+                                          min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    span = source.span()
+    assert span is not None
+
+    def consumer(event: dict[str, Any]) -> None:
+        if event["action"] == "task_completed":
+            raise BrokenPipeError
+
+    with pytest.raises(BrokenPipeError):
+        await replay(db, definitions, source, start=span[0], end=span[1], home=tmp_path,
+                     on_event=consumer)
+    left = {table: await db.pool.fetchval(
+        f"SELECT count(*) FROM {table} WHERE tenant_id LIKE '\\_replay-%'")  # noqa: S608
+        for table in await tenant_tables(db)}
+    assert left == dict.fromkeys(left, 0)
+
+
+async def tenant_tables(db: Database) -> list[str]:
+    """Every table of watchkeeper's schema with a tenant_id column."""
+    rows = await db.pool.fetch(
+        "SELECT c.table_name FROM information_schema.columns c "
+        "JOIN information_schema.tables t USING (table_schema, table_name) "
+        "WHERE c.column_name = 'tenant_id' AND t.table_type = 'BASE TABLE' "
+        "AND c.table_schema = current_schema() ORDER BY 1")
+    return [r["table_name"] for r in rows]
+
+
+async def test_the_tenant_purge_lists_every_tenant_table(db: Database) -> None:
+    """tenant_purge deletes from every table that has a tenant_id column (a new table
+    must be added to it) and from nothing else."""
+    sql = QUERIES["tenant_purge"]
+    purged = set(re.findall(r"DELETE FROM (\w+) WHERE tenant_id = \$1", sql))
+    assert purged == set(await tenant_tables(db))
+
+
+async def test_a_kept_replay_settles_its_unsent_notices(db: Database, tmp_path: Path) -> None:
+    """A kept replay that ends before its notices went out leaves none due: each unsent
+    delivery is suppressed with the reason; 'replays prune' then removes the tenant."""
+    definitions = load_replay_definitions(EXAMPLES / "conditions" / "stocks.toml",
+                                          min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    span = source.span()
+    assert span is not None
+
+    def consumer(event: dict[str, Any]) -> None:
+        if event["action"] == "task_completed":
+            raise BrokenPipeError  # after the report commit, before the dispatcher ran
+
+    with pytest.raises(BrokenPipeError):
+        await replay(db, definitions, source, start=span[0], end=span[1], home=tmp_path,
+                     on_event=consumer, keep=True)
+    rows = await db.pool.fetch("SELECT status, status_reason FROM deliveries "
+                               "WHERE tenant_id LIKE '\\_replay-%'")
+    assert rows and {(r["status"], r["status_reason"]) for r in rows} == {
+        ("suppressed", "the replay ended before this notice was sent")}
+    tenant = await db.pool.fetchval("SELECT tenant_id FROM tenants WHERE tenant_id LIKE '\\_replay-%'")
+    assert await prune_replays(db, datetime.now(UTC), timedelta(days=1)) == []
+    assert await prune_replays(db, datetime.now(UTC) + timedelta(seconds=1)) == [tenant]
+    assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0
 
 
 def test_a_replay_file_may_not_send_webhooks(tmp_path: Path) -> None:
@@ -234,3 +313,38 @@ def test_a_replay_file_may_not_send_webhooks(tmp_path: Path) -> None:
         anyio.run(lambda: replay(None, definitions, source, start=start,  # type: ignore[arg-type]
                                  end=start + timedelta(days=1), home=tmp_path))
     assert raised.value.field == "a.delivery.0.channel"
+
+
+async def test_poll_changes_are_filtered_before_the_limit_and_paged(
+        db: Database, tmp_path: Path) -> None:
+    """``changes`` keeps polls whose verdict differs from the previous poll of the same
+    definition or that did something, decided over the whole timeline before the limit;
+    paging forwards with the cursor returns exactly that list, however small the page."""
+    summary, _ = await run_example(db, tmp_path, "stocks.toml", "stocks.csv", 1500)
+    everything = await polls(db, PollsQuery(summary.tenant_id, since=summary.start,
+                                            limit=10_000))
+    assert everything.next_after is None and len(everything.polls) == summary.polls
+    previous: dict[str, str | None] = {}
+    expected = []
+    for row in sorted(everything.polls, key=lambda r: (r["definition_id"], r["scheduled_for"])):
+        if row["action"] != "none" or previous.get(row["definition_id"]) != row["verdict"]:
+            expected.append((row["scheduled_for"], row["definition_id"]))
+        previous[row["definition_id"]] = row["verdict"]
+    expected.sort()
+    assert 6 < len(expected) < summary.polls / 4
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = await polls(db, PollsQuery(summary.tenant_id, since=None if cursor else summary.start,
+                                          after=cursor, limit=3, changes=True))
+        seen += [(r["scheduled_for"], r["definition_id"]) for r in page.polls]
+        pages += 1
+        if page.next_after is None:
+            break
+        cursor = page.next_after
+    assert seen == expected and pages == len(expected) // 3 + 1
+    newest = await polls(db, PollsQuery(summary.tenant_id, limit=5, changes=True))
+    assert [(r["scheduled_for"], r["definition_id"]) for r in newest.polls] == expected[-5:]
+    decoded = PollCursor.decode(PollCursor(*[expected[0][0], "d", "owner", "s|x"]).encode())
+    assert decoded == PollCursor(expected[0][0], "d", "owner", "s|x")
+    with pytest.raises(NotFound):
+        await polls(db, PollsQuery(summary.tenant_id, "no-such-definition"))

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from watchkeeper.outbox import serve
 from watchkeeper.sources import (
     CallableSource,

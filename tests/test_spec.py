@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from watchkeeper.triggers import SpecError, canonical_json, parse_spec
 
 BASE: dict[str, Any] = {"version": 1, "trigger": {"type": "cron", "expr": "0 20 * * 3",

@@ -13,6 +13,7 @@ import anyio
 import pytest
 from _helpers import confirmed, occurrences, tasks, utc
 from _pgproxy import PgProxy
+
 from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._scheduler import tick

@@ -11,12 +11,13 @@ from typing import Any
 import anyio
 import pytest
 from _helpers import confirmed, occurrences, tasks, utc
+
 from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases._definitions import OPERATOR, cancel
+from watchkeeper.runtime.usecases import OPERATOR, cancel
 
 pytestmark = pytest.mark.anyio
 
@@ -410,7 +411,7 @@ async def test_trusted_schedule_fields_reach_the_agent(db: Database, tmp_path: P
 async def test_a_task_held_for_review_is_approved_into_a_late_run(db: Database,
                                                                   tmp_path: Path) -> None:
     """review_late at dispatch: the task waits in review_required; approval runs it late."""
-    from watchkeeper.runtime.usecases._manual import review
+    from watchkeeper.runtime.usecases import review
 
     clock = FakeClock(utc(START))
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+
 from watchkeeper.triggers import Importance, format_utc
 
 from .._errors import BudgetExceeded

@@ -31,6 +31,7 @@ from decimal import Decimal
 from typing import Any
 
 import anyio
+
 from watchkeeper.sources import SourceRegistry, UnknownSource
 from watchkeeper.triggers import (
     USER_BINDING_ID,
@@ -66,7 +67,7 @@ from ._clock import Clock
 from ._registry import Registry
 from ._tick import Candidate, DueDefinition, Plan, units_of
 
-__all__ = ["PollEvent", "PollReport", "poll_once", "polls_page"]
+__all__ = ["PollEvent", "PollReport", "poll_once"]
 
 log = logging.getLogger("watchkeeper.conditions")
 
@@ -568,12 +569,3 @@ def _event(claim: _Claim, evaluation: Evaluation, action: str, reason: str,
                      evaluation.verdict.value, action, reason, task_id, claim.item.revision,
                      tuple(leaf.observation for leaf in evaluation.leaves
                            if leaf.observation is not None), recovered)
-
-
-async def polls_page(db: Database, tenant_id: str, definition_id: str | None = None, *,
-                     since: datetime | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-    """The poll timeline with each poll's observation receipts, oldest first: from
-    ``since`` on, or (without it) the newest ``limit`` polls."""
-    rows = [dict(r) for r in await db.fetch("condition_polls_page", tenant_id, definition_id,
-                                            since, limit)]
-    return rows if since is not None else rows[::-1]

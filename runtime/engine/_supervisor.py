@@ -31,6 +31,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
+
 from watchkeeper.outbox import Channel, Dispatcher, FileChannel, LogChannel, WebhookChannel, backoff_seconds
 from watchkeeper.sources import SourceRegistry
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+
 from watchkeeper.triggers import (
     USER_BINDING_ID,
     Binding,

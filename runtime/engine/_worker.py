@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
 from watchkeeper.outbox._retry import backoff_seconds
 
 from .._errors import (

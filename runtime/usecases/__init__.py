@@ -2,29 +2,34 @@
 
 Every door (the CLI today; the HTTP API, MCP tools and the history page next) calls
 these functions and only these, so the doors cannot drift apart: a door parses its
-input, authenticates, calls one use case and renders the answer.
+input, authenticates, calls one use case and renders the answer. Every decision —
+who may act, what a status means, which filter applies before a limit — lives here.
 
-Lives here: users and principals, propose / confirm / pause / resume / cancel
-(``_definitions``), trigger-now and review (``_manual``), history and reports
-(``_history``), webhook endpoints, preferences and redelivery (``_webhooks``), spec
-files (``_specfile``) and replay over a historical series (``_replay``).
+Modules: principals and tokens (``_principals``); propose / confirm / pause / resume /
+cancel (``_definitions``) and their read models (``_definition_views``); trigger-now and
+review (``_manual``); history and reports (``_history``); a condition's poll timeline
+(``_polls``); supervisors and the outbox backlog (``_status``); deliveries and
+redelivery (``_deliveries``); webhook endpoints (``_webhooks``); notification
+preferences (``_preferences``); spec files (``_specfile``); replay over a historical
+series (``_replay``); where the database is, one tick, the supervisor's configuration
+(``_operations``).
 
 May import: the engine, the store, ``watchkeeper.triggers``, ``sources`` and
 ``outbox``. Never a door.
 """
 
-from ._definitions import OPERATOR as OPERATOR
-from ._definitions import Actor as Actor
+from ._definition_views import DefinitionView as DefinitionView
+from ._definition_views import list_definitions as list_definitions
+from ._definition_views import show_definition as show_definition
 from ._definitions import Confirmation as Confirmation
 from ._definitions import Proposal as Proposal
-from ._definitions import UserPrincipal as UserPrincipal
-from ._definitions import add_user as add_user
-from ._definitions import authenticate as authenticate
 from ._definitions import cancel as cancel
 from ._definitions import confirm as confirm
 from ._definitions import pause as pause
 from ._definitions import propose as propose
 from ._definitions import resume as resume
+from ._deliveries import list_deliveries as list_deliveries
+from ._deliveries import redeliver as redeliver
 from ._history import HISTORY_STATUSES as HISTORY_STATUSES
 from ._history import HistoryEntry as HistoryEntry
 from ._history import HistoryEvent as HistoryEvent
@@ -32,32 +37,69 @@ from ._history import HistoryPage as HistoryPage
 from ._history import HistoryQuery as HistoryQuery
 from ._history import history as history
 from ._history import next_step as next_step
+from ._history import report as report
+from ._history import shorten as shorten
 from ._manual import TriggerResult as TriggerResult
 from ._manual import review as review
 from ._manual import trigger_now as trigger_now
+from ._operations import database_server as database_server
+from ._operations import supervisor_config as supervisor_config
+from ._operations import tick_once as tick_once
+from ._polls import PollCursor as PollCursor
+from ._polls import PollsPage as PollsPage
+from ._polls import PollsQuery as PollsQuery
+from ._polls import polls as polls
+from ._polls import require_definition as require_definition
+from ._preferences import CHANNELS as CHANNELS
+from ._preferences import PreferencesInput as PreferencesInput
+from ._preferences import get_preferences as get_preferences
+from ._preferences import parse_channels as parse_channels
+from ._preferences import parse_importance as parse_importance
+from ._preferences import parse_quiet as parse_quiet
+from ._preferences import set_preferences as set_preferences
+from ._principals import OPERATOR as OPERATOR
+from ._principals import REPLAY_TENANT_PREFIX as REPLAY_TENANT_PREFIX
+from ._principals import Actor as Actor
+from ._principals import UserPrincipal as UserPrincipal
+from ._principals import add_user as add_user
+from ._principals import authenticate as authenticate
+from ._principals import check_tenant as check_tenant
+from ._principals import list_users as list_users
+from ._principals import resolve_actor as resolve_actor
 from ._replay import ReplayDefinition as ReplayDefinition
 from ._replay import ReplaySummary as ReplaySummary
 from ._replay import load_replay_definitions as load_replay_definitions
+from ._replay import prune_replays as prune_replays
+from ._replay import remove_replay as remove_replay
 from ._replay import replay as replay
+from ._replay import replay_window as replay_window
 from ._specfile import load_data as load_data
 from ._specfile import load_registrations as load_registrations
 from ._specfile import load_spec as load_spec
-from ._webhooks import PreferencesInput as PreferencesInput
+from ._status import DELIVERY_STATUSES as DELIVERY_STATUSES
+from ._status import DeploymentStatus as DeploymentStatus
+from ._status import SupervisorState as SupervisorState
+from ._status import status as status
 from ._webhooks import add_endpoint as add_endpoint
 from ._webhooks import check_secret as check_secret
-from ._webhooks import get_preferences as get_preferences
-from ._webhooks import parse_quiet as parse_quiet
-from ._webhooks import redeliver as redeliver
+from ._webhooks import list_endpoints as list_endpoints
+from ._webhooks import new_secret as new_secret
 from ._webhooks import remove_endpoint as remove_endpoint
 from ._webhooks import rotate_secret as rotate_secret
-from ._webhooks import set_preferences as set_preferences
 
 __all__ = [
-    "OPERATOR", "Actor", "Confirmation", "Proposal", "UserPrincipal", "add_user",
-    "authenticate", "cancel", "confirm", "pause", "propose", "resume", "HISTORY_STATUSES",
-    "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery", "history", "next_step",
-    "TriggerResult", "review", "trigger_now", "ReplayDefinition", "ReplaySummary",
-    "load_replay_definitions", "replay", "load_data", "load_registrations", "load_spec",
-    "PreferencesInput", "add_endpoint", "check_secret", "get_preferences", "parse_quiet",
-    "redeliver", "remove_endpoint", "rotate_secret", "set_preferences",
+    "DefinitionView", "list_definitions", "show_definition", "cancel", "confirm",
+    "Confirmation", "pause", "Proposal", "propose", "resume", "list_deliveries",
+    "redeliver", "history", "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent",
+    "HistoryPage", "HistoryQuery", "next_step", "report", "shorten", "review",
+    "trigger_now", "TriggerResult", "database_server", "supervisor_config", "tick_once",
+    "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
+    "get_preferences", "parse_channels", "parse_importance", "parse_quiet",
+    "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",
+    "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
+    "UserPrincipal", "load_replay_definitions", "prune_replays", "remove_replay", "replay",
+    "replay_window", "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations",
+    "load_spec", "DELIVERY_STATUSES", "DeploymentStatus", "status", "SupervisorState",
+    "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
+    "rotate_secret",
 ]

@@ -9,7 +9,6 @@ admission discards anything computed under an older fence.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,9 +17,7 @@ from typing import Any
 from watchkeeper.triggers import (
     EventKind,
     Spec,
-    SpecError,
     check_identifier,
-    load_zone,
 )
 
 from .._errors import AuthError, Conflict, NotFound
@@ -28,110 +25,17 @@ from ..engine._clock import Clock
 from ..engine._ledger import EPSILON, check_destinations, record_replaced_span, record_span
 from ..store._db import Connection, Database
 from ..store._specs import spec_from_row
+from ._principals import Actor, UserPrincipal, check_tenant
 
 __all__ = [
-    "OPERATOR",
-    "Actor",
     "Confirmation",
     "Proposal",
-    "UserPrincipal",
-    "add_user",
-    "authenticate",
     "cancel",
     "confirm",
     "pause",
     "propose",
     "resume",
 ]
-
-@dataclass(frozen=True, slots=True)
-class UserPrincipal:
-    """An authenticated real user."""
-
-    tenant_id: str
-    user_id: str
-
-    @property
-    def label(self) -> str:
-        """How the user appears in audit columns: ``user:<tenant>/<user>``."""
-        return f"user:{self.tenant_id}/{self.user_id}"
-
-
-class _Operator:
-    label = "operator"
-
-    def __repr__(self) -> str:
-        return "OPERATOR"
-
-
-OPERATOR = _Operator()
-"""The host operator: whoever holds the database credentials (the CLI without a
-token). May pause, resume, cancel and trigger; may never confirm a user's revision."""
-
-Actor = UserPrincipal | _Operator
-
-
-def _token_digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
-async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
-                   display_name: str = "", zone: str = "UTC", rotate: bool = False,
-                   replay: bool = False) -> str:
-    """Create (or, with ``rotate``, re-key) a user; return their new API token.
-
-    The token is shown once; only its SHA-256 is stored.
-
-    Raises:
-        SpecError: an invalid id or zone; tenant ids may not start with ``_`` (except
-            a replay's own ``_replay-`` tenant, with ``replay``).
-        Conflict: the user exists and ``rotate`` is false.
-        NotFound: ``rotate`` for a user that does not exist.
-    """
-    _check_tenant(tenant_id, replay)
-    check_identifier(user_id, "user_id")
-    load_zone(zone, "zone")
-    token = "wk_" + secrets.token_urlsafe(32)
-    now = clock.now()
-    async with db.transaction() as tx:
-        if rotate:
-            if await tx.fetchval("user_rotate_token", tenant_id, user_id, _token_digest(token)) is None:
-                raise NotFound(f"no user {tenant_id}/{user_id}")
-            return token
-        await tx.execute("tenant_ensure", tenant_id, now)
-        inserted = await tx.fetchval("user_insert", tenant_id, user_id, display_name, zone,
-                                     _token_digest(token), now)
-        if inserted is None:
-            raise Conflict(f"user {tenant_id}/{user_id} exists; use --rotate to issue a new token")
-    return token
-
-
-async def authenticate(db: Database, token: str | None) -> UserPrincipal:
-    """The user a token belongs to.
-
-    Raises:
-        AuthError: no token, or an unknown one.
-    """
-    if not token:
-        raise AuthError("a user token is required (--token or WATCHKEEPER_TOKEN)")
-    row = await db.fetchrow("user_by_token", _token_digest(token))
-    if row is None:
-        raise AuthError("unknown token")
-    return UserPrincipal(row["tenant_id"], row["user_id"])
-
-
-REPLAY_TENANT_PREFIX = "_replay-"
-"""Tenants of ``watchkeeper replay``: reserved (``_``), and invisible to live pollers,
-workers and dispatchers, which run on the real clock."""
-
-
-def _check_tenant(tenant_id: str, replay: bool = False) -> None:
-    check_identifier(tenant_id.lstrip("_") if replay else tenant_id, "tenant_id")
-    if replay and tenant_id.startswith(REPLAY_TENANT_PREFIX):
-        return
-    if tenant_id.startswith("_"):
-        raise SpecError("tenant_id", f"{tenant_id!r} is reserved.", "pick an id not starting with '_'.")
-
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
@@ -168,7 +72,7 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
         Conflict: ``based_on`` is stale or missing, the owner differs, the definition
             is cancelled, or the id belongs to an operator-registered definition.
     """
-    _check_tenant(tenant_id, replay)
+    check_tenant(tenant_id, replay)
     check_identifier(definition_id, "definition_id")
     now = clock.now()
     async with db.transaction() as tx:
@@ -298,9 +202,15 @@ def _check_confirmable(row: Any, rev: Any, revision: int, spec_hash: str) -> Non
         raise Conflict(f"revision {revision} is {rev['status']}, not an open proposal")
     if revision != row["latest_revision"]:
         raise Conflict(f"revision {revision} is superseded by revision {row['latest_revision']}")
-    if not secrets.compare_digest(rev["spec_hash"], spec_hash):
+    expected = rev["spec_hash"]
+    if not secrets.compare_digest(expected.encode(), spec_hash.encode()):
+        if len(spec_hash) != len(expected):
+            raise Conflict(
+                f"spec hash mismatch: the spec_hash you presented has {len(spec_hash)} "
+                f"characters; a spec_hash is {len(expected)} hexadecimal digits (SHA-256). "
+                "Fix: present the whole spec_hash printed with the proposal, untruncated")
         raise Conflict(
-            f"spec hash mismatch: revision {revision} has {rev['spec_hash'][:12]}…, you presented "
+            f"spec hash mismatch: revision {revision} has {expected[:12]}…, you presented "
             f"{spec_hash[:12]}…; re-read the proposal before confirming"
         )
 

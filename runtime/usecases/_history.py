@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.triggers import format_utc
+from watchkeeper.triggers import SpecError, format_utc
 
+from .._errors import NotFound
 from ..store._db import Database
+from ._polls import require_definition
 
 __all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
-           "history", "next_step"]
+           "history", "next_step", "report", "shorten"]
 
 HISTORY_STATUSES = frozenset({
     "admitted", "skipped_expired", "review_required", "skipped_review", "skipped_overrun",
@@ -97,7 +99,19 @@ class HistoryPage:
 
 
 async def history(db: Database, query: HistoryQuery) -> HistoryPage:
-    """Read one page of history."""
+    """Read one page of history (newest first).
+
+    Raises:
+        SpecError: an unknown ``status`` (field ``status``) or ``limit`` outside 1..1000.
+        NotFound: ``definition_id`` names no definition visible in ``tenant_id``.
+    """
+    if query.status is not None and query.status not in HISTORY_STATUSES:
+        raise SpecError("status", f"{query.status!r} is not a decision or task status.",
+                        f"use one of {', '.join(sorted(HISTORY_STATUSES))}.")
+    if not 1 <= query.limit <= 1000:
+        raise SpecError("limit", f"{query.limit} is outside 1..1000.",
+                        "page with the returned position instead.")
+    await require_definition(db, query.tenant_id, query.definition_id)
     after = query.after or (None, None, None, None, None)
     rows = await db.fetch("history_page", query.tenant_id, query.definition_id, query.user_id,
                           query.status, query.since, query.until, *after, query.limit)
@@ -135,7 +149,7 @@ def next_step(row: Mapping[str, Any]) -> str | None:
     dead = [d for d in deliveries if d.get("status") == "dead"]
     if dead:
         first = dead[0]
-        why = f" ({str(first.get('last_error') or '')[:80]})" if first.get("last_error") else ""
+        why = f" ({shorten(str(first.get('last_error')))})" if first.get("last_error") else ""
         return (f"the {first.get('channel')} notice is dead{why}; fix the destination, then: "
                 f"watchkeeper redeliver {first.get('delivery_id')} --tenant {row.get('tenant_id')}")
     status = row.get("task_status") or row.get("decision")
@@ -150,3 +164,38 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return format_utc(value) if value.tzinfo else value.isoformat()
     return value
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut to about ``limit`` characters at a word boundary, never inside a
+    quoted value (``'...'`` or ``"..."``): a quoted name is kept whole or dropped whole,
+    so a next step never shows half an endpoint name. Adds ``…`` when cut."""
+    if len(text) <= limit:
+        return text
+    cut, quote = 0, None
+    for index, char in enumerate(text):
+        if quote is None and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = None
+        elif quote is None and char == " ":
+            if index > limit:
+                break
+            cut = index
+    if quote is None and cut == 0 and len(text) > limit:
+        cut = len(text)
+    return text if cut >= len(text) else text[:cut].rstrip(" ,;:(") + " …"
+
+
+async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
+    """A task's committed report and its receipt: ``content_md`` (the markdown),
+    ``content_sha256``, ``verified``, ``verification``, ``output_ref``, ``importance``,
+    ``finished_at``, ``committed_at``.
+
+    Raises:
+        NotFound: the task has no committed report in ``tenant_id`` (or no such task).
+    """
+    row = await db.fetchrow("report_get", tenant_id, task_id)
+    if row is None:
+        raise NotFound(f"no report for task {tenant_id}/{task_id}")
+    return dict(row)

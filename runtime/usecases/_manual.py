@@ -36,7 +36,7 @@ from ..engine._registry import Registry
 from ..engine._tick import Candidate, DueDefinition, Plan, units_of
 from ..store._db import Connection, Database
 from ..store._specs import spec_from_row
-from ._definitions import Actor, UserPrincipal
+from ._principals import Actor, UserPrincipal
 
 __all__ = ["TriggerResult", "review", "trigger_now"]
 

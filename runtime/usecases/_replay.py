@@ -26,24 +26,27 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
 from watchkeeper.outbox import FileChannel, LogChannel
 from watchkeeper.sources import Source, SourceRegistry
 from watchkeeper.triggers import ConditionTrigger, Spec, SpecError, check_identifier, format_utc, parse_spec
 
 from .._errors import WatchkeeperError
 from ..engine._agents import AgentCatalog
-from ..engine._clock import FakeClock
+from ..engine._clock import FakeClock, SystemClock
 from ..engine._delivery_store import PgDeliveryStore
 from ..engine._poller import PollEvent, poll_once
 from ..engine._supervisor import SupervisorConfig, make_dispatcher
 from ..engine._worker import Worker
 from ..store._db import Database
-from ._definitions import REPLAY_TENANT_PREFIX, add_user, authenticate, cancel, confirm, propose
+from ._definitions import cancel, confirm, propose
+from ._principals import REPLAY_TENANT_PREFIX, add_user, authenticate
 from ._specfile import load_data
 
 log = logging.getLogger("watchkeeper.replay")
 
-__all__ = ["ReplayDefinition", "ReplaySummary", "load_replay_definitions", "replay"]
+__all__ = ["ReplayDefinition", "ReplaySummary", "load_replay_definitions", "prune_replays",
+           "remove_replay", "replay", "replay_window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class ReplaySummary:
     tenant_id: str
     start: datetime
     end: datetime
+    kept: bool = False
     polls: int = 0
     actions: dict[str, int] = field(default_factory=dict)
     tasks: dict[str, int] = field(default_factory=dict)
@@ -114,12 +118,18 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
                  start: datetime, end: datetime, home: Path,
                  on_event: Callable[[dict[str, Any]], None] = lambda _: None,
                  on_progress: Callable[[datetime], None] = lambda _: None,
-                 agents: AgentCatalog | None = None) -> ReplaySummary:
+                 agents: AgentCatalog | None = None, keep: bool = False) -> ReplaySummary:
     """Replay ``definitions`` over ``source`` from ``start`` to ``end`` (aware, UTC).
 
     ``on_event`` gets one JSON object per poll (see :meth:`PollEvent.to_json`) and one
     per finished task (``action`` ``task_completed``/``task_failed``...);
     ``on_progress`` the virtual time after each step.
+
+    However the replay ends — done, failed, cancelled, or ``on_event`` raising (a closed
+    pipe) — its definitions are cancelled and what it created is settled: without
+    ``keep`` the whole replay tenant is removed; with ``keep`` it stays for ``history``
+    and SQL, and its notices that were never sent are ``suppressed`` with the reason
+    (nothing of a replay stays due).
 
     Raises:
         SpecError: a definition names a source other than ``source`` (or another
@@ -145,19 +155,90 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
                                 "use channel = 'file' or 'log' in the replay file.")
     clock = FakeClock(start)
     tenant = f"{REPLAY_TENANT_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
-    me = await authenticate(db, await add_user(db, clock, tenant, "replay", replay=True))
+    # the tenant is created on the real clock (prune_replays goes by its age); all
+    # else happens on the virtual one
+    me = await authenticate(db, await add_user(db, SystemClock(), tenant, "replay", replay=True))
     try:
-        return await _run(db, clock, me, tenant, definitions, source, start, end, home,
-                          on_event, on_progress, agents)
+        summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
+                             on_event, on_progress, agents)
+        summary.kept = keep
+        return summary
     finally:
         with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
-            for d in definitions:
-                try:
-                    if await db.fetchval("definition_is_open", tenant, d.definition_id):
-                        await cancel(db, clock, me, tenant, d.definition_id)
-                except WatchkeeperError as exc:  # the replay's own error matters more
-                    log.warning("could not cancel replay definition %s/%s: %s", tenant,
-                                d.definition_id, exc)
+            await _settle(db, clock, me, tenant, definitions, keep)
+
+
+async def _settle(db: Database, clock: FakeClock, me: Any, tenant: str,
+                  definitions: Sequence[ReplayDefinition], keep: bool) -> None:
+    """Cancel what is still open; then remove the tenant, or (kept) suppress its unsent
+    notices. Errors are logged: the replay's own error matters more."""
+    try:
+        if not keep:
+            await remove_replay(db, tenant)
+            return
+        for d in definitions:
+            if await db.fetchval("definition_is_open", tenant, d.definition_id):
+                await cancel(db, clock, me, tenant, d.definition_id)
+        await db.fetch("deliveries_settle_tenant", tenant,
+                       "the replay ended before this notice was sent")
+    except WatchkeeperError as exc:
+        log.warning("could not settle replay tenant %s: %s", tenant, exc)
+
+
+async def remove_replay(db: Database, tenant_id: str) -> bool:
+    """Remove a replay tenant and every row it owns; ``False`` if there was none.
+
+    Raises:
+        SpecError: ``tenant_id`` is not a replay tenant (``_replay-...``): nothing else
+            is ever removed this way.
+    """
+    if not tenant_id.startswith(REPLAY_TENANT_PREFIX):
+        raise SpecError("tenant", f"{tenant_id!r} is not a replay tenant.",
+                        f"only {REPLAY_TENANT_PREFIX}... tenants can be removed.")
+    async with db.transaction() as tx:
+        return await tx.fetchval("tenant_purge", tenant_id) is not None
+
+
+async def prune_replays(db: Database, now: datetime,
+                        older_than: timedelta = timedelta(0)) -> list[str]:
+    """Remove the replay tenants (kept with ``--keep``, or left by a crashed replay)
+    created before ``now - older_than``; return their ids, oldest first.
+
+    Raises:
+        SpecError: a negative ``older_than`` (field ``--older-than``).
+    """
+    if older_than < timedelta(0):
+        raise SpecError("--older-than", "is negative.", "give a duration such as P7D, or 0.")
+    removed = []
+    for row in await db.fetch("replay_tenants_before", now - older_than):
+        if await remove_replay(db, row["tenant_id"]):
+            removed.append(row["tenant_id"])
+    return removed
+
+
+def replay_window(source: Source, start: datetime | None,
+                  end: datetime | None) -> tuple[datetime, datetime]:
+    """The replay's window: ``start``/``end`` when given, else the series' first and
+    last ``as_of``.
+
+    Raises:
+        SpecError: the series is empty and a bound is missing (``--series``), or the
+            window is empty (``--to``), saying which bound came from where.
+    """
+    span = source.span() if hasattr(source, "span") else None
+    if span is None and (start is None or end is None):
+        raise SpecError("--series", "the series holds no rows.",
+                        "give a series with rows, or --from and --to.")
+    first = start if start is not None else span[0]  # type: ignore[index]
+    last = end if end is not None else span[1]  # type: ignore[index]
+    if last <= first:
+        given = (f"--to {format_utc(last)} is not after --from {format_utc(first)}"
+                 if start and end else
+                 f"the window {format_utc(first)} .. {format_utc(last)} "
+                 f"({'--from' if start else 'the series start'} .. "
+                 f"{'--to' if end else 'the series end'}) is empty")
+        raise SpecError("--to", f"{given}.", "give --from and --to around the instants to replay.")
+    return first, last
 
 
 async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+
 from watchkeeper.triggers import Binding, Spec, SpecError, parse_spec
 
 from ..engine._registry import ScheduleDef

@@ -1,39 +1,29 @@
-"""Webhook endpoints and their signing secrets, notification preferences, and manual
-redelivery: the operator's and the user's side of the outbox."""
+"""Webhook endpoints and their signing secrets: the operator's side of the outbox
+(Standard Webhooks secrets, ``whsec_`` + base64; rotation with an overlap)."""
 
 from __future__ import annotations
 
 import base64
-import re
 import secrets as random_secrets
-import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import time, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pydantic
-from watchkeeper.triggers import Importance, SpecError, check_endpoint_name
+
+from watchkeeper.triggers import SpecError, check_endpoint_name
 
 from .._errors import Conflict, NotFound
 from ..engine._clock import Clock
 from ..store._db import Database
 
 __all__ = [
-    "PreferencesInput",
     "add_endpoint",
     "check_secret",
-    "get_preferences",
+    "list_endpoints",
     "new_secret",
-    "parse_quiet",
-    "redeliver",
     "remove_endpoint",
     "rotate_secret",
-    "set_preferences",
 ]
-
-CHANNELS = frozenset({"log", "file", "webhook"})
-
 
 def new_secret() -> str:
     """A fresh Standard Webhooks secret: ``whsec_`` + base64 of 32 random bytes."""
@@ -141,98 +131,14 @@ async def remove_endpoint(db: Database, tenant_id: str, name: str, *, force: boo
             raise NotFound(f"tenant {tenant_id} has no webhook endpoint {name!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class PreferencesInput:
-    """What ``watchkeeper prefs set`` accepts (validated here)."""
-
-    channels: Sequence[str] | None = None
-    min_importance: Importance = Importance.LOW
-    quiet: tuple[time, time] | None = None
-
-
-_WALL = re.compile(r"(\d{1,2}):(\d{2})")
-
-
-def parse_quiet(text: str | None) -> tuple[time, time] | None:
-    """``"22:00-07:00"`` -> (22:00, 07:00) (``H:MM`` also accepted); ``None`` or ``""``
-    -> no quiet hours. Wall times in the user's zone, without an offset.
+async def list_endpoints(db: Database, now: datetime,
+                         tenant_id: str | None = None) -> list[dict[str, Any]]:
+    """A tenant's (or every tenant's) endpoints: ``tenant_id``, ``name``, ``url``,
+    ``created_at`` and ``active_secrets`` (secrets signing at ``now``). Never a secret.
 
     Raises:
-        SpecError: naming ``quiet``: not HH:MM-HH:MM, or an empty span.
+        NotFound: ``tenant_id`` names no tenant.
     """
-    if not text:
-        return None
-    fix = "e.g. --quiet 22:00-07:00 (to mute every notice instead: --channels none)"
-    parts = text.split("-")
-    walls = [_WALL.fullmatch(part.strip()) for part in parts]
-    if len(parts) != 2 or not all(walls):
-        raise SpecError("quiet", f"{text!r} is not HH:MM-HH:MM in the user's zone.", fix)
-    try:
-        start, end = (time(int(m.group(1)), int(m.group(2))) for m in walls if m)
-    except ValueError as exc:
-        raise SpecError("quiet", f"{text!r}: {exc} (hours 0-23, minutes 0-59).", fix) from exc
-    if start == end:
-        raise SpecError("quiet", f"{text!r} starts and ends at the same time.", fix)
-    return start, end
-
-
-async def set_preferences(db: Database, clock: Clock, tenant_id: str, user_id: str,
-                          prefs: PreferencesInput) -> None:
-    """Store a user's notification preferences (read at each delivery), replacing the
-    previous ones; notices held back by the old quiet hours are re-evaluated at once.
-
-    Raises:
-        SpecError: an unknown channel.
-        NotFound: no such user.
-    """
-    if prefs.channels is not None:
-        unknown = sorted(set(prefs.channels) - CHANNELS)
-        if unknown:
-            raise SpecError("channels", f"unknown channel(s) {unknown}.",
-                            f"use some of {sorted(CHANNELS)}.")
-    if await db.fetchrow("user_get", tenant_id, user_id) is None:
-        raise NotFound(f"no user {tenant_id}/{user_id}")
-    start, end = prefs.quiet or (None, None)
-    now = clock.now()
-    async with db.transaction() as tx:
-        await tx.execute("preferences_upsert", tenant_id, user_id,
-                         None if prefs.channels is None else list(prefs.channels),
-                         prefs.min_importance.value, start, end, now)
-        await tx.execute("deliveries_release_deferred", tenant_id, user_id, now)
-
-
-async def get_preferences(db: Database, tenant_id: str, user_id: str) -> dict[str, Any] | None:
-    """A user's stored preferences, or ``None`` if they set none.
-
-    Raises:
-        NotFound: no such user.
-    """
-    if await db.fetchrow("user_get", tenant_id, user_id) is None:
-        raise NotFound(f"no user {tenant_id}/{user_id}")
-    row = await db.fetchrow("preferences_get", tenant_id, user_id)
-    return None if row is None else dict(row)
-
-
-async def redeliver(db: Database, clock: Clock, tenant_id: str, delivery_id: str,
-                    actor: str) -> None:
-    """Re-queue a dead, delivered or suppressed delivery under the same delivery id.
-
-    Raises:
-        SpecError: ``delivery_id`` is not a UUID.
-        NotFound: no such delivery.
-        Conflict: it is still pending, retrying or being delivered.
-    """
-    try:
-        delivery_id = str(uuid.UUID(delivery_id))
-    except ValueError as exc:
-        raise SpecError("delivery_id", f"{delivery_id!r} is not a delivery id.",
-                        "copy the id from 'watchkeeper deliveries'.") from exc
-    now = clock.now()
-    if await db.fetchval("delivery_redeliver", tenant_id, delivery_id, now,
-                         f"redelivery requested by {actor}") is not None:
-        return
-    row = await db.fetchrow("delivery_get", tenant_id, delivery_id)
-    if row is None:
-        raise NotFound(f"no delivery {delivery_id} in tenant {tenant_id}")
-    raise Conflict(f"delivery {delivery_id} is {row['status']}; only a dead, delivered or "
-                   "suppressed delivery can be redelivered")
+    if tenant_id is not None and await db.fetchval("tenant_exists", tenant_id) is None:
+        raise NotFound(f"no tenant {tenant_id}")
+    return [dict(r) for r in await db.fetch("webhook_endpoints_list", tenant_id, now)]

@@ -19,17 +19,30 @@ from typing import Any
 
 import anyio
 from rich.console import Console
+
 from watchkeeper.outbox import Receiver, serve
+from watchkeeper.runtime import (
+    Conflict,
+    Database,
+    NotFound,
+    Settings,
+    Supervisor,
+    SupervisorConfig,
+    SystemClock,
+)
+from watchkeeper.runtime.usecases import (
+    HistoryQuery,
+    add_endpoint,
+    add_user,
+    authenticate,
+    confirm,
+    history,
+    propose,
+    remove_endpoint,
+    show_definition,
+)
 from watchkeeper.triggers import CronSchedule, format_utc, parse_spec, preview
 
-from ..._errors import Conflict
-from ..._settings import Settings
-from ...engine._clock import SystemClock
-from ...engine._supervisor import Supervisor, SupervisorConfig
-from ...store._db import Database
-from ...usecases._definitions import add_user, authenticate, confirm, propose
-from ...usecases._history import HistoryQuery, history
-from ...usecases._webhooks import add_endpoint, remove_endpoint
 from ._render import history_lines, preview_table
 
 __all__ = ["run_demo"]
@@ -136,8 +149,11 @@ async def _run_until(supervisor: Supervisor, predicate: Any) -> None:
 
 
 async def _status(db: Database, definition_id: str) -> str:
-    row = await db.fetchrow("definition_get", TENANT, definition_id)
-    return "" if row is None else str(row["status"])
+    try:
+        view = await show_definition(db, TENANT, definition_id)
+    except NotFound:
+        return ""
+    return str(view.definition["status"])
 
 
 async def _verify(db: Database, console: Console, definition_id: str, settings: Settings,

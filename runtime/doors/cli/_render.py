@@ -8,15 +8,20 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from rich.table import Table
+
+from watchkeeper.runtime.usecases import HistoryEntry, HistoryEvent
 from watchkeeper.triggers import PreviewItem, format_utc
 
-from ...usecases._history import HistoryEntry, HistoryEvent
-
-__all__ = ["definitions_table", "history_lines", "history_table", "preview_table"]
+__all__ = ["definitions_table", "history_lines", "history_table", "preview_table", "utc_text"]
 
 
 def _utc(value: datetime | None) -> str:
     return "" if value is None else format_utc(value).replace("T", " ")
+
+
+def utc_text(value: datetime | None) -> str:
+    """An instant as ISO 8601 UTC ending in Z, or ``-`` for none."""
+    return "-" if value is None else format_utc(value)
 
 
 def preview_table(items: Sequence[PreviewItem], title: str) -> Table:

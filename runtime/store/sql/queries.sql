@@ -894,11 +894,32 @@ UPDATE definitions SET status = 'completed', next_due_at = NULL, updated_at = $3
 WHERE tenant_id = $1 AND definition_id = $2;
 
 -- name: condition_polls_page
--- The poll timeline of one definition (or all of a tenant): from $3 on, oldest first;
--- without $3, the newest $4 (newest first; the caller shows them oldest first).
+-- The poll timeline of one definition (or all of a tenant), each poll with the verdict of
+-- the poll before it (over the whole timeline, so the first poll of a window knows
+-- whether it changed anything). Filters come before the limit: $5 keeps only polls whose
+-- verdict changed or that did something. Ascending from $3 (scheduled_for >= $3) or after
+-- the keyset position ($6, $7, $8, $9) = (scheduled_for, definition_id, binding_id, slot);
+-- with neither, the newest $4 (newest first; the caller shows them oldest first).
+WITH timeline AS (
+    SELECT p.*, lag(p.verdict) OVER (PARTITION BY p.definition_id, p.binding_id
+                                     ORDER BY p.scheduled_for, p.slot) AS previous_verdict
+    FROM condition_polls p
+    WHERE p.tenant_id = $1 AND ($2::text IS NULL OR p.definition_id = $2)
+), picked AS (
+    SELECT * FROM timeline t
+    WHERE ($3::timestamptz IS NULL OR t.scheduled_for >= $3)
+      AND ($6::timestamptz IS NULL
+           OR (t.scheduled_for, t.definition_id, t.binding_id, t.slot) > ($6, $7, $8, $9))
+      AND (NOT $5 OR t.action IS DISTINCT FROM 'none'
+           OR t.verdict IS DISTINCT FROM t.previous_verdict)
+    ORDER BY CASE WHEN $3::timestamptz IS NULL AND $6::timestamptz IS NULL
+                  THEN (t.scheduled_for, t.definition_id, t.binding_id, t.slot) END DESC,
+             t.scheduled_for, t.definition_id, t.binding_id, t.slot
+    LIMIT $4
+)
 SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
-       p.superseded, p.status, p.read_at, p.verdict, p.action, p.reason, p.task_id,
-       p.decided_at,
+       p.superseded, p.status, p.read_at, p.verdict, p.previous_verdict, p.action, p.reason,
+       p.task_id, p.decided_at,
        (SELECT json_agg(json_build_object(
                   'subject', o.subject, 'value', o.value::text, 'unit', o.unit,
                   'currency', o.currency, 'source', o.source,
@@ -908,12 +929,10 @@ SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.re
           FROM observation_receipts o
          WHERE o.tenant_id = p.tenant_id AND o.definition_id = p.definition_id
            AND o.binding_id = p.binding_id AND o.slot = p.slot) AS observations
-FROM condition_polls p
-WHERE p.tenant_id = $1 AND ($2::text IS NULL OR p.definition_id = $2)
-  AND ($3::timestamptz IS NULL OR p.scheduled_for >= $3)
-ORDER BY CASE WHEN $3::timestamptz IS NULL THEN p.scheduled_for END DESC,
-         p.scheduled_for, p.definition_id
-LIMIT $4;
+FROM picked p
+ORDER BY CASE WHEN $3::timestamptz IS NULL AND $6::timestamptz IS NULL
+              THEN (p.scheduled_for, p.definition_id, p.binding_id, p.slot) END DESC,
+         p.scheduled_for, p.definition_id, p.binding_id, p.slot;
 
 -- name: task_id_for
 SELECT task_id FROM tasks
@@ -931,3 +950,54 @@ SELECT status IN ('active', 'paused') FROM definitions WHERE tenant_id = $1 AND 
 -- Empty the session's task staging table inside a transaction that admits several
 -- times (the condition poller decides a chunk of polls per transaction).
 DELETE FROM wk_stage_tasks;
+
+-- name: definition_visible
+-- Whether a definition id names something in tenant $1 (any tenant when NULL): its own
+-- definition, or an operator-registered one (whose occurrences live in the bindings'
+-- tenants).
+SELECT EXISTS (SELECT 1 FROM definitions
+               WHERE definition_id = $2
+                 AND ($1::text IS NULL OR tenant_id = $1 OR tenant_id = '_operator'));
+
+-- ---------------------------------------------------------------- replay tenants
+
+-- name: tenant_purge
+-- Remove every row of one tenant, in one statement (foreign keys are checked at its
+-- end). Only replay tenants are ever purged (the caller checks the '_replay-' prefix;
+-- so does this WHERE). tests/test_replay.py checks that every table with a tenant_id
+-- column is listed here.
+WITH
+  a AS (DELETE FROM delivery_attempts WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  b AS (DELETE FROM deliveries WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  c AS (DELETE FROM effects WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  d AS (DELETE FROM reports WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  e AS (DELETE FROM runs WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  f AS (DELETE FROM tasks WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  g AS (DELETE FROM observation_receipts WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  h AS (DELETE FROM condition_polls WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  i AS (DELETE FROM condition_state WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  j AS (DELETE FROM poll_budget_ledger WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  k AS (DELETE FROM budget_ledger WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  l AS (DELETE FROM schedule_events WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  m AS (DELETE FROM occurrences WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  n AS (DELETE FROM definition_revisions WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  o AS (DELETE FROM definitions WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  p AS (DELETE FROM notification_preferences WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  q AS (DELETE FROM webhook_secrets WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  r AS (DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  s AS (DELETE FROM users WHERE tenant_id = $1 AND $1 LIKE '\_replay-%')
+DELETE FROM tenants WHERE tenant_id = $1 AND $1 LIKE '\_replay-%' RETURNING tenant_id;
+
+-- name: deliveries_settle_tenant
+-- A kept replay's notices that were never sent (the replay ended first): suppressed with
+-- the reason, so nothing of a replay stays due forever.
+UPDATE deliveries
+SET status = 'suppressed', status_reason = $2, lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = $1 AND status IN ('pending', 'retrying', 'delivering')
+RETURNING delivery_id;
+
+-- name: replay_tenants_before
+-- Replay tenants created before $1, oldest first.
+SELECT tenant_id, created_at FROM tenants
+WHERE tenant_id LIKE '\_replay-%' AND created_at < $1
+ORDER BY created_at;

@@ -1,0 +1,193 @@
+"""What every command shares: the typer apps, the consoles, settings, opening the
+database, the exit codes, JSON output, and parsing instants.
+
+Exit codes (one mapping, here): 0 ok; 1 runtime failure; 2 bad input or configuration
+(the message names the field or variable and the fix); 3 not found; 4 not authorized;
+5 conflict with the current state; 6 the database is unreachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, date, datetime, time
+from typing import Any, TypeVar
+
+import anyio
+import pydantic
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from watchkeeper.runtime import (
+    AuthError,
+    ConfigError,
+    Conflict,
+    Database,
+    DatabaseUnavailable,
+    EmbeddedPostgresError,
+    NotFound,
+    Settings,
+    WatchkeeperError,
+)
+from watchkeeper.runtime.usecases import database_server
+from watchkeeper.triggers import SpecError, format_utc
+
+__all__ = ["StdoutClosed", "app", "db_app", "emit_json", "err", "fail_input", "instant", "options", "out",
+           "prefs_app", "replays_app", "settings", "users_app", "webhooks_app", "with_db",
+           "write"]
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Keep the standing agreements people make with their AI agents.")
+users_app = typer.Typer(no_args_is_help=True, help="Users and their API tokens.")
+db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
+webhooks_app = typer.Typer(no_args_is_help=True,
+                           help="A tenant's webhook endpoints and their signing secrets.")
+prefs_app = typer.Typer(no_args_is_help=True, help="A user's notification preferences.")
+replays_app = typer.Typer(no_args_is_help=True, help="Tenants kept by 'replay --keep'.")
+app.add_typer(users_app, name="users")
+app.add_typer(db_app, name="db")
+app.add_typer(webhooks_app, name="webhooks")
+app.add_typer(prefs_app, name="prefs")
+app.add_typer(replays_app, name="replays")
+
+out = Console()
+if not out.is_terminal:  # a pipe or a file: do not fold tables to 80 columns
+    out = Console(width=140)
+err = Console(stderr=True)
+if not err.is_terminal:  # keep each message on one line for grep and scripts
+    err = Console(stderr=True, soft_wrap=True)
+T = TypeVar("T")
+
+_EXIT = ((SpecError, 2), (ConfigError, 2), (NotFound, 3), (AuthError, 4), (Conflict, 5),
+         (DatabaseUnavailable, 6), (EmbeddedPostgresError, 6), (WatchkeeperError, 1))
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``| head``): a clean end, not a failure."""
+
+
+def write(text: str) -> None:
+    """Write to stdout; a closed pipe raises :class:`StdoutClosed`."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise StdoutClosed from exc
+
+
+def main() -> None:
+    """Entry point of the ``watchkeeper`` script."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("watchkeeper.notify").setLevel(logging.INFO)  # the log channel
+    try:
+        app()
+    except StdoutClosed:
+        _quiet_stdout()
+        raise SystemExit(0) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def settings() -> Settings:
+    """The settings from the environment.
+
+    Raises:
+        typer.Exit: code 2, every bad variable named with the fix.
+    """
+    try:
+        return Settings()
+    except pydantic.ValidationError as exc:
+        for problem in exc.errors():
+            name = str(problem["loc"][0]).upper()
+            name = name if name == "DATABASE_URL" else f"WATCHKEEPER_{name}"
+            err.print(f"[red]error:[/] setting {name}: {escape(str(problem['msg']))}. "
+                      f"Fix: set {name} to a valid value or unset it.")
+        raise typer.Exit(2) from exc
+
+
+def with_db(fn: Callable[[Database, Settings], Awaitable[T]]) -> T:
+    """Open the database (embedded or DATABASE_URL), migrate, run ``fn``; map errors
+    to exit codes with the message on stderr."""
+    config = settings()
+    try:
+        with database_server(config) as dsn:
+
+            async def run() -> T:
+                async with Database.open(dsn) as db:
+                    return await fn(db, config)
+
+            return anyio.run(run)
+    except StdoutClosed:
+        raise
+    except tuple(cls for cls, _ in _EXIT) as exc:
+        raise fail(exc) from exc
+
+
+def fail(exc: BaseException) -> typer.Exit:
+    """Print ``exc`` on stderr and return the exit carrying its code."""
+    code = next((c for cls, c in _EXIT if isinstance(exc, cls)), 1)
+    err.print(f"[red]error:[/] {escape(str(exc))}")
+    return typer.Exit(code)
+
+
+def fail_input(exc: SpecError) -> typer.Exit:
+    """Bad input: the message on stderr, exit 2."""
+    return fail(exc)
+
+
+def emit_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout; instants as ISO 8601 UTC ending in Z."""
+    write(json.dumps(data, indent=2, default=_json_value) + "\n")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return format_utc(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return str(value)
+
+
+def instant(text: str, option: str) -> datetime:
+    """An aware instant from an option: ISO 8601 with an offset, or a plain date
+    (``2026-12-02``), which means 00:00 UTC that day — as in series files.
+
+    Raises:
+        typer.Exit: code 2, naming ``option``.
+    """
+    try:
+        if len(text) == 10 and text[4] == "-" and text[7] == "-":
+            return datetime.combine(date.fromisoformat(text), time(0), UTC)
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise fail_input(SpecError(option, f"{text!r} is not an ISO 8601 time or date.",
+                                   "write e.g. 2026-12-02T20:00:00Z or 2026-12-02.")) from exc
+    if value.tzinfo is None:
+        raise fail_input(SpecError(option, f"{text!r} has no UTC offset.",
+                                   "add Z or +01:00, or give a plain date (00:00 UTC)."))
+    return value
+
+
+INSTANT_HELP = "ISO 8601 with an offset, or a date (00:00 UTC)"
+
+
+@contextlib.contextmanager
+def options(**names: str) -> Iterator[None]:
+    """Re-raise a use case's :class:`SpecError` with its field named as the CLI option
+    the user typed (``options(status="--status")``)."""
+    try:
+        yield
+    except SpecError as exc:
+        if exc.field in names:
+            raise SpecError(names[exc.field], exc.problem, exc.fix) from exc
+        raise

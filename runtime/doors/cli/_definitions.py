@@ -1,0 +1,232 @@
+"""Commands on definitions: preview, propose, confirm, pause, resume, cancel, trigger,
+review and register."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from watchkeeper.runtime import Database, Settings, SystemClock, register
+from watchkeeper.runtime import usecases as uc
+from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc, parse_spec, preview
+
+from ._app import INSTANT_HELP, app, emit_json, fail_input, instant, out, settings, with_db
+from ._render import preview_table
+
+__all__: list[str] = []
+
+
+@app.command("preview")
+def preview_cmd(
+    spec_file: Annotated[Path | None, typer.Argument(help="A spec file (TOML or JSON).")] = None,
+    cron: Annotated[str | None, typer.Option(help="5-field cron expression.")] = None,
+    tz: Annotated[str | None, typer.Option(help="IANA zone (with --cron or --at).")] = None,
+    every: Annotated[float | None, typer.Option(help="Interval in seconds.")] = None,
+    anchor: Annotated[str | None, typer.Option(help="Interval anchor, ISO 8601 with offset.")] = None,
+    at: Annotated[str | None, typer.Option(help="One local time (ISO 8601) in --tz.")] = None,
+    after: Annotated[str | None, typer.Option(help="List occurrences strictly after this "
+                                                    f"instant ({INSTANT_HELP}; default: now).")] = None,
+    count: Annotated[int, typer.Option(min=1, max=10_000)] = 10,
+    dst_gap: Annotated[str, typer.Option(help="skip or run_after")] = "skip",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List the next occurrences: UTC instant, local time, slot, and a DST note."""
+    config = settings()
+    chosen = [x for x in (spec_file, cron, every, at) if x is not None]
+    if len(chosen) != 1:
+        raise fail_input(SpecError("preview", "give exactly one of SPEC_FILE, --cron, --every, --at.",
+                                   "e.g. watchkeeper preview --cron '0 9 * * 1' --tz Europe/London"))
+    try:
+        if spec_file is not None:
+            spec = uc.load_spec(spec_file, min_interval=config.min_interval_delta)
+        else:
+            trigger: dict[str, Any]
+            if cron is not None:
+                trigger = {"type": "cron", "expr": cron, "zone": tz, "dst_gap": dst_gap}
+            elif every is not None:
+                trigger = {"type": "interval", "every": every}
+                if anchor is not None:
+                    trigger["anchor"] = anchor
+            else:
+                trigger = {"type": "at", "at": at, "zone": tz or "UTC"}
+            spec = parse_spec({"version": 1, "trigger": trigger},
+                              min_interval=config.min_interval_delta)
+        start = instant(after, "--after") if after else datetime.now(UTC)
+        items = preview(spec.bounded_calendar(), start, count)
+    except SpecError as exc:
+        raise fail_input(exc) from exc
+    if as_json:
+        emit_json([item.to_json() for item in items])
+    else:
+        out.print(preview_table(items, f"next {len(items)} occurrence(s) after {format_utc(start)}"))
+
+
+@app.command("propose")
+def propose_cmd(
+    spec_file: Path,
+    tenant: Annotated[str, typer.Option(help="Tenant of the definition.")],
+    definition: Annotated[str, typer.Option("--id", help="Definition id.")],
+    owner: Annotated[str, typer.Option(help="Owner user id (a real user).")],
+    based_on: Annotated[int | None, typer.Option(help="Revision this edit starts from.")] = None,
+    by: Annotated[str, typer.Option(help="The proposing agent principal.")] = "agent:cli",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Record a proposed revision; the owner must confirm it with the printed hash."""
+    config = settings()
+    try:
+        spec = uc.load_spec(spec_file, min_interval=config.min_interval_delta)
+    except SpecError as exc:
+        raise fail_input(exc) from exc
+
+    async def run(db: Database, _: Settings) -> uc.Proposal:
+        return await uc.propose(db, SystemClock(), tenant_id=tenant, definition_id=definition,
+                                owner_user_id=owner, spec=spec, proposed_by=by,
+                                based_on=based_on)
+    proposal = with_db(run)
+    try:
+        items = preview(spec.bounded_calendar(), datetime.now(UTC), 5)
+    except NoOccurrenceError:
+        items = []
+    if as_json:
+        emit_json({"tenant_id": tenant, "definition_id": definition, "revision": proposal.revision,
+                   "spec_hash": proposal.spec_hash,
+                   "needs_confirmation": proposal.needs_confirmation,
+                   "title": spec.title, "notes": spec.notes,
+                   "effective": spec.effective(), "next": [i.to_json() for i in items]})
+        return
+    out.print(f"{tenant}/{definition} revision {proposal.revision}: what the owner is asked to "
+              "confirm (the hash covers all of it):")
+    emit_json(spec.effective())
+    polls = spec.trigger.type == "condition"
+    out.print(preview_table(items, "its next polls (a task runs only when the condition fires)"
+                            if polls else "its next occurrences"))
+    if proposal.needs_confirmation:
+        out.print(f"spec_hash {proposal.spec_hash}")
+        out.print(f"confirm with: watchkeeper confirm {definition} --revision {proposal.revision} "
+                  f"--spec-hash {proposal.spec_hash} --token <owner's token>", soft_wrap=True)
+    else:
+        out.print("descriptive edit only: effective at once, no confirmation needed")
+
+
+@app.command("confirm")
+def confirm_cmd(
+    definition: str,
+    revision: Annotated[int, typer.Option(help="The proposed revision.")],
+    spec_hash: Annotated[str, typer.Option(help="The spec_hash you were shown.")],
+    token: Annotated[str | None, typer.Option(help="Owner's token (or WATCHKEEPER_TOKEN).")] = None,
+) -> None:
+    """Confirm a proposed revision as its owner; it becomes the effective one."""
+    async def run(db: Database, config: Settings) -> uc.Confirmation:
+        me = await uc.authenticate(db, token or config.token)
+        return await uc.confirm(db, SystemClock(), me, definition_id=definition,
+                                revision=revision, spec_hash=spec_hash)
+    done = with_db(run)
+    out.print(f"revision {done.revision} of {definition} is effective since "
+              f"{format_utc(done.effective_since)} (fence {done.fence}); first occurrence "
+              f"{format_utc(done.next_due_at) if done.next_due_at else '-'}")
+
+
+_VERBS = {"pause": ("paused", "Suppress new occurrences; a running task goes on."),
+          "resume": ("resumed", "Resume; the paused span is recorded once and not replayed."),
+          "cancel": ("cancelled", "End the definition (--running also stops its active task).")}
+
+
+def _actor_command(verb: str) -> Callable[..., None]:
+    def command(
+        definition: str,
+        tenant: Annotated[str | None, typer.Option(help="Tenant (the operator's access).")] = None,
+        token: Annotated[str | None, typer.Option(help="Owner's token instead of operator.")] = None,
+        running: Annotated[bool, typer.Option(help="cancel: also stop the running task.")] = False,
+    ) -> None:
+        async def run(db: Database, config: Settings) -> int:
+            actor, tenant_id = await uc.resolve_actor(db, token=token, tenant_id=tenant,
+                                                      default_token=config.token)
+            clock = SystemClock()
+            if verb == "pause":
+                return await uc.pause(db, clock, actor, tenant_id, definition)
+            if verb == "resume":
+                return await uc.resume(db, clock, actor, tenant_id, definition)
+            return await uc.cancel(db, clock, actor, tenant_id, definition, running=running)
+        fence = with_db(run)
+        out.print(f"{definition}: {_VERBS[verb][0]} (fence {fence})")
+    command.__doc__ = _VERBS[verb][1]
+    return command
+
+
+for _verb in _VERBS:
+    app.command(_verb)(_actor_command(_verb))
+
+
+def _binding(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    tenant_id, sep, binding_id = text.partition("/")
+    if not sep or not tenant_id or not binding_id:
+        raise fail_input(SpecError("--binding", f"{text!r} is not TENANT/BINDING.",
+                                   "e.g. --binding org_acme/acme"))
+    return tenant_id, binding_id
+
+
+@app.command("trigger")
+def trigger_cmd(
+    definition: str,
+    tenant: Annotated[str | None, typer.Option(help="Tenant (operator access).")] = None,
+    token: Annotated[str | None, typer.Option(help="Owner's token.")] = None,
+    binding: Annotated[str | None, typer.Option(help="TENANT/BINDING of a registered "
+                                                     "definition.")] = None,
+) -> None:
+    """Claim a manual occurrence now (a key distinct from any scheduled one)."""
+    target = _binding(binding)
+
+    async def run(db: Database, config: Settings) -> uc.TriggerResult:
+        actor, tenant_id = await uc.resolve_actor(db, token=token, tenant_id=tenant,
+                                                  default_token=config.token)
+        return await uc.trigger_now(db, SystemClock(), actor, tenant_id, definition,
+                                    binding=target)
+    result = with_db(run)
+    for (tenant_id, binding_id), decision in result.decisions.items():
+        out.print(f"{definition} {tenant_id}/{binding_id} manual {result.slot}: {decision}")
+
+
+@app.command("review")
+def review_cmd(
+    definition: str, slot: str,
+    approve: Annotated[bool, typer.Option("--approve/--skip", help="Admit it late, or skip it.")],
+    tenant: Annotated[str | None, typer.Option(help="The definition's tenant (_operator for "
+                                                   "registered ones).")] = None,
+    token: Annotated[str | None, typer.Option()] = None,
+    binding: Annotated[str | None, typer.Option(help="TENANT/BINDING of a registered "
+                                                     "definition.")] = None,
+) -> None:
+    """Decide an occurrence waiting in review_required."""
+    target = _binding(binding)
+
+    async def run(db: Database, config: Settings) -> str:
+        actor, tenant_id = await uc.resolve_actor(db, token=token, tenant_id=tenant,
+                                                  default_token=config.token)
+        if target is None:
+            return await uc.review(db, SystemClock(), actor, tenant_id, definition, slot,
+                                   approve=approve)
+        return await uc.review(db, SystemClock(), actor, target[0], definition, slot,
+                               approve=approve, binding_id=target[1],
+                               definition_tenant_id=tenant_id)
+    out.print(f"{definition} {slot}: {with_db(run)}")
+
+
+@app.command("register")
+def register_cmd(file: Path) -> None:
+    """Register (or replace) operator definitions with static bindings from a file."""
+    config = settings()
+    try:
+        items = uc.load_registrations(file, min_interval=config.min_interval_delta)
+    except SpecError as exc:
+        raise fail_input(exc) from exc
+
+    async def run(db: Database, _: Settings) -> list[tuple[str, int]]:
+        return [(d.id, await register(db, SystemClock(), d)) for d in items]
+    for definition_id, revision in with_db(run):
+        out.print(f"registered {definition_id} (revision {revision})")

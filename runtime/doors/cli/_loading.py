@@ -1,0 +1,97 @@
+"""Parsing the options that name Python objects or files: ``--agent NAME=CMD``,
+``--sources module:attr``, ``--series NAME[@VERSION]=CSV``, ``--schedules module:attr``.
+Input parsing only; what is loaded is checked by the objects themselves."""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+from pathlib import Path
+
+from watchkeeper.runtime import AgentCatalog, CommandAgent, Registry, ScheduleDef
+from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
+from watchkeeper.triggers import SpecError
+
+from ._app import fail_input
+
+__all__ = ["agents_from", "schedules_from", "sources_from"]
+
+
+def agents_from(agents: list[str]) -> AgentCatalog:
+    """A catalog with the built-in digest agent and one command agent per NAME=COMMAND.
+
+    Raises:
+        typer.Exit: code 2 for a malformed item.
+    """
+    catalog = AgentCatalog()
+    for item in agents:
+        name, sep, command = item.partition("=")
+        if not sep or not name or not command:
+            raise fail_input(SpecError("--agent", f"{item!r} is not NAME=COMMAND.",
+                                       "e.g. --agent research='python research.py'"))
+        catalog.add(name, CommandAgent(shlex.split(command)))
+    return catalog
+
+
+def sources_from(target: str | None, series: list[str]) -> SourceRegistry:
+    """The condition sources of ``run``/``tick``: ``--sources module:attr`` (a
+    SourceRegistry, a list of sources, or a callable returning either) and ``--series
+    NAME[@VERSION]=CSV`` (a historical series; version 1 unless given).
+
+    Raises:
+        typer.Exit: code 2 naming the option.
+    """
+    found = SourceRegistry()
+    if target is not None:
+        module_name, _, attr = target.partition(":")
+        try:
+            value = getattr(importlib.import_module(module_name), attr or "SOURCES")
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise fail_input(SpecError("--sources", f"cannot load {target!r}: {exc}.",
+                                       "give module:attribute of a list of sources.")) from exc
+        value = value() if callable(value) and not isinstance(value, SourceRegistry) else value
+        try:
+            items = list(value)
+        except TypeError:
+            items = [None]
+        if not all(isinstance(i, Source) for i in items):
+            raise fail_input(SpecError("--sources", f"{target} is not a list of sources.",
+                                       "each needs name, version and async read(subject, at)."))
+        for item in items:
+            found.add(item)
+    for item in series:
+        label, sep, path = item.partition("=")
+        name, _, version = label.partition("@")
+        if not sep or not name or not path:
+            raise fail_input(SpecError("--series", f"{item!r} is not NAME=CSV or NAME@VERSION=CSV.",
+                                       "e.g. --series prices@1=prices.csv."))
+        if name in found.names():
+            raise fail_input(SpecError("--series", f"two sources are named {name!r}.",
+                                       "give each series its own name."))
+        try:
+            found.add(SeriesSource.from_csv(Path(path), name=name, version=version or "1"))
+        except (SeriesError, OSError) as exc:
+            raise fail_input(SpecError("--series", str(exc), "fix the file or path.")) from exc
+    return found
+
+
+def schedules_from(target: str | None) -> Registry:
+    """Operator definitions from ``--schedules module:attr`` (a list of ScheduleDef, or a
+    callable returning one).
+
+    Raises:
+        typer.Exit: code 2 naming ``--schedules``.
+    """
+    if target is None:
+        return Registry()
+    module_name, _, attr = target.partition(":")
+    try:
+        value = getattr(importlib.import_module(module_name), attr or "SCHEDULES")
+    except (ImportError, AttributeError) as exc:
+        raise fail_input(SpecError("--schedules", f"cannot load {target!r}: {exc}.",
+                                   "give module:attribute of a list of ScheduleDef.")) from exc
+    items = value() if callable(value) else value
+    if not all(isinstance(i, ScheduleDef) for i in items):
+        raise fail_input(SpecError("--schedules", f"{target} is not a list of ScheduleDef.",
+                                   "see 'Operator-registered definitions' in the README."))
+    return Registry(items)

@@ -1,0 +1,220 @@
+"""Read-only views and users: users add/list, status, list, show, report, history,
+polls."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from watchkeeper.runtime import Database, Settings, SystemClock
+from watchkeeper.runtime import usecases as uc
+from watchkeeper.triggers import format_utc
+
+from ._app import INSTANT_HELP, app, emit_json, err, instant, options, out, users_app, with_db, write
+from ._render import definitions_table, history_table, utc_text
+
+__all__: list[str] = []
+
+
+@users_app.command("add")
+def users_add(
+    tenant: str, user: str,
+    zone: Annotated[str, typer.Option(help="The user's IANA zone.")] = "UTC",
+    name: Annotated[str, typer.Option(help="Display name.")] = "",
+    rotate: Annotated[bool, typer.Option(help="Issue a new token for an existing user.")] = False,
+) -> None:
+    """Create a user (and its tenant) and print its API token once."""
+    async def run(db: Database, _: Settings) -> str:
+        return await uc.add_user(db, SystemClock(), tenant, user, display_name=name, zone=zone,
+                                 rotate=rotate)
+    token = with_db(run)
+    out.print(f"user {tenant}/{user}; token (shown once, keep it secret):")
+    write(token + "\n")
+
+
+@users_app.command("list")
+def users_list(tenant: Annotated[str | None, typer.Option()] = None,
+               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List users (never their tokens)."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return await uc.list_users(db, tenant)
+    rows = with_db(run)
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        out.print(f"{r['tenant_id']}/{r['user_id']}  {r['display_name']}  zone {r['zone']}")
+
+
+@app.command("status")
+def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Supervisors (heartbeat, status, clock offset) and the outbox backlog."""
+    async def run(db: Database, _: Settings) -> uc.DeploymentStatus:
+        return await uc.status(db, datetime.now(UTC))
+    state = with_db(run)
+    if as_json:
+        emit_json(state.to_json())
+        return
+    if not state.supervisors:
+        out.print("no supervisor has run against this database yet")
+    for s in state.supervisors:
+        r = s.row
+        offset = "" if r["clock_offset_ms"] is None else f", clock offset {r['clock_offset_ms']:.0f} ms"
+        shown = (f"unresponsive (no heartbeat for {s.silent_seconds:.0f} s; was {r['status']})"
+                 if s.state == "unresponsive" else s.state)
+        out.print(f"{r['supervisor_id']}: {shown}, last heartbeat "
+                  f"{format_utc(r['heartbeat_at'])}{offset}")
+    counts = state.deliveries
+    summary = ", ".join(f"{counts[k]} {k}" for k in uc.DELIVERY_STATUSES if counts.get(k))
+    out.print(f"outbox: {summary or 'empty'}"
+              + (f"; oldest due since {format_utc(state.oldest_due)}" if state.oldest_due else ""))
+    if counts.get("dead"):
+        out.print(f"[red]{counts['dead']} dead notice(s)[/]: watchkeeper deliveries --status dead;"
+                  " fix the destination, then watchkeeper redeliver ID --tenant T")
+
+
+@app.command("list")
+def list_cmd(
+    tenant: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List definitions with their status and next due time."""
+    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
+        return await uc.list_definitions(db, tenant)
+    rows = with_db(run)
+    if as_json:
+        emit_json(rows)
+    else:
+        out.print(definitions_table(rows))
+
+
+@app.command("show")
+def show_cmd(definition: str, tenant: Annotated[str, typer.Option()],
+             as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show a definition's revisions and its effective spec."""
+    async def run(db: Database, _: Settings) -> uc.DefinitionView:
+        return await uc.show_definition(db, tenant, definition)
+    view = with_db(run)
+    if as_json:
+        emit_json(view.to_json())
+        return
+    row = view.definition
+    out.print(f"{tenant}/{definition}: {row['status']}, fence {row['fence']}, effective revision "
+              f"{row['effective_revision']}, next due {utc_text(row['next_due_at'])}")
+    for r in view.revisions:
+        out.print(f"  revision {r['revision']}: {r['status']} hash {r['spec_hash']} proposed by "
+                  f"{r['proposed_by']} {format_utc(r['proposed_at'])}"
+                  + (f", confirmed by {r['confirmed_by']}" if r["confirmed_by"] else ""))
+    if row["spec"] is not None:
+        emit_json(row["spec"])
+    registration = row["registration"] or {}
+    for binding in registration.get("bindings", []):
+        out.print(f"  binding {binding['tenant_id']}/{binding['binding_id']}: owner "
+                  f"{binding['owner_user_id']}, agent {binding['agent']}")
+    if "resolver" in registration:
+        out.print(f"  bindings resolved at tick time by {registration['resolver']}")
+    if registration.get("terminal") == "run":
+        out.print(f"  run terminal {registration['run']} for tenants {registration.get('tenants')}")
+
+
+@app.command("report")
+def report_cmd(task: int, tenant: Annotated[str, typer.Option(help="The task's tenant.")],
+               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Print a task's committed report and its receipt."""
+    async def run(db: Database, _: Settings) -> dict[str, Any]:
+        return await uc.report(db, tenant, task)
+    row = with_db(run)
+    if as_json:
+        emit_json(row)
+        return
+    out.print(f"receipt: {'verified' if row['verified'] else 'NOT verified'} ({row['verification']}), "
+              f"sha256 {row['content_sha256']}, output {row['output_ref']}, importance "
+              f"{row['importance']}, finished {format_utc(row['finished_at'])}", soft_wrap=True)
+    write(row["content_md"])
+
+
+@app.command("history")
+def history_cmd(
+    definition: Annotated[str | None, typer.Argument()] = None,
+    tenant: Annotated[str | None, typer.Option()] = None,
+    user: Annotated[str | None, typer.Option()] = None,
+    status: Annotated[str | None, typer.Option(help="A decision or task status.")] = None,
+    since: Annotated[str | None, typer.Option(help=f"Scheduled at or after ({INSTANT_HELP}).")] = None,
+    until: Annotated[str | None, typer.Option(help=f"Scheduled before ({INSTANT_HELP}).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Every occurrence with its decision, lateness, task, runs, report and delivery."""
+    query = uc.HistoryQuery(tenant, definition, user, status,
+                            instant(since, "--since") if since else None,
+                            instant(until, "--until") if until else None, limit)
+
+    async def run(db: Database, _: Settings) -> uc.HistoryPage:
+        with options(status="--status", limit="--limit"):
+            return await uc.history(db, query)
+    page = with_db(run)
+    if as_json:
+        emit_json({"entries": [e.to_json() for e in page.entries],
+                   "events": [e.to_json() for e in page.events],
+                   "next_after": [format_utc(x) if isinstance(x, datetime) else x
+                                  for x in page.after] if page.after else None})
+        return
+    out.print(history_table(page.entries, page.events, f"history {definition or ''}".strip()))
+
+
+@app.command("polls")
+def polls_cmd(
+    definition: Annotated[str | None, typer.Argument()] = None,
+    tenant: Annotated[str, typer.Option(help="The tenant (e.g. a replay's _replay-...).")] = "",
+    since: Annotated[str | None, typer.Option(help=f"Polls scheduled at or after ({INSTANT_HELP}); "
+                                                   "read forwards.")] = None,
+    after: Annotated[str | None, typer.Option(help="Continue after this cursor (next_after of "
+                                                   "the previous page).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 100,
+    changes: Annotated[bool, typer.Option(help="Only polls whose verdict changed or that did "
+                                          "something (fired, suppressed, denied, ...).")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """A condition's poll timeline: verdict, action, reason, task and what was read.
+
+    Without --since or --after: the newest --limit polls. --changes filters before the
+    limit; a full page read forwards prints the cursor to continue with (--after)."""
+    from watchkeeper.triggers import SpecError
+
+    from ._app import fail_input
+
+    if not tenant:
+        raise fail_input(SpecError("--tenant", "is required.", "give --tenant T."))
+    try:
+        cursor = uc.PollCursor.decode(after, "--after") if after else None
+    except SpecError as exc:
+        raise fail_input(exc) from exc
+    query = uc.PollsQuery(tenant, definition, instant(since, "--since") if since else None,
+                          cursor, limit, changes)
+
+    async def run(db: Database, _: Settings) -> uc.PollsPage:
+        with options(limit="--limit", after="--after"):
+            return await uc.polls(db, query)
+    page = with_db(run)
+    following = page.next_after.encode() if page.next_after else None
+    if as_json:
+        emit_json({"polls": list(page.polls), "next_after": following})
+        return
+    if not page.polls:
+        err.print("no polls match")
+        return
+    table = Table(title=f"polls {definition or tenant}", show_lines=False)
+    for column in ("scheduled_for (UTC)", "definition", "verdict", "action", "task", "reason"):
+        table.add_column(column)
+    for row in page.polls:
+        table.add_row(format_utc(row["scheduled_for"]), escape(row["definition_id"]),
+                      row["verdict"] or "-", row["action"] or row["status"],
+                      "" if row["task_id"] is None else f"#{row['task_id']}",
+                      escape(row["reason"] or ""))
+    out.print(table)
+    if following:
+        err.print(f"more: --after '{following}'")

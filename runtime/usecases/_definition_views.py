@@ -1,0 +1,46 @@
+"""Read models of definitions: the list with status and next due time, and one
+definition with its revisions, effective spec and registration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import NotFound
+from ..store._db import Database
+
+__all__ = ["DefinitionView", "list_definitions", "show_definition"]
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionView:
+    """One definition (``definitions`` row with its effective ``spec``, ``spec_hash``
+    and ``registration``) and every revision (number, status, hash, who proposed and
+    confirmed it, when), oldest first."""
+
+    definition: dict[str, Any]
+    revisions: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        """The definition's fields plus ``revisions``."""
+        return {**self.definition, "revisions": self.revisions}
+
+
+async def list_definitions(db: Database, tenant_id: str | None = None) -> list[dict[str, Any]]:
+    """Definitions of a tenant (or all), by tenant and id: origin, owner, status, fence,
+    latest and effective revision, next due time (UTC), slots seen, title, trigger."""
+    return [dict(r) for r in await db.fetch("definitions_list", tenant_id)]
+
+
+async def show_definition(db: Database, tenant_id: str, definition_id: str) -> DefinitionView:
+    """One definition and its revisions.
+
+    Raises:
+        NotFound: no such definition in ``tenant_id`` (operator-registered ones live in
+            the tenant ``_operator``).
+    """
+    row = await db.fetchrow("definition_get", tenant_id, definition_id)
+    if row is None:
+        raise NotFound(f"no definition {tenant_id}/{definition_id}")
+    revisions = [dict(r) for r in await db.fetch("revisions_list", tenant_id, definition_id)]
+    return DefinitionView(dict(row), revisions)

@@ -1,0 +1,146 @@
+"""Principals: users (with API tokens stored hashed), the operator, and how a door
+turns what it was given (a token, or a tenant for the operator) into an actor.
+
+DESIGN "Who may do what": a definition belongs to a real owner user; there is no
+synthetic actor for user work. Tokens are shown once and stored as SHA-256; a lookup
+compares digests inside PostgreSQL's unique index, never the token text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from watchkeeper.triggers import SpecError, check_identifier, load_zone
+
+from .._errors import AuthError, Conflict, NotFound
+from ..engine._clock import Clock
+from ..store._db import Database
+
+__all__ = ["OPERATOR", "REPLAY_TENANT_PREFIX", "Actor", "UserPrincipal", "add_user",
+           "authenticate", "check_tenant", "list_users", "resolve_actor"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserPrincipal:
+    """An authenticated real user."""
+
+    tenant_id: str
+    user_id: str
+
+    @property
+    def label(self) -> str:
+        """How the user appears in audit columns: ``user:<tenant>/<user>``."""
+        return f"user:{self.tenant_id}/{self.user_id}"
+
+
+class _Operator:
+    label = "operator"
+
+    def __repr__(self) -> str:
+        return "OPERATOR"
+
+
+OPERATOR = _Operator()
+"""The host operator: whoever holds the database credentials (the CLI without a
+token). May pause, resume, cancel and trigger; may never confirm a user's revision."""
+
+Actor = UserPrincipal | _Operator
+
+
+def _token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
+                   display_name: str = "", zone: str = "UTC", rotate: bool = False,
+                   replay: bool = False) -> str:
+    """Create (or, with ``rotate``, re-key) a user; return their new API token.
+
+    The token is shown once; only its SHA-256 is stored.
+
+    Raises:
+        SpecError: an invalid id or zone; tenant ids may not start with ``_`` (except
+            a replay's own ``_replay-`` tenant, with ``replay``).
+        Conflict: the user exists and ``rotate`` is false.
+        NotFound: ``rotate`` for a user that does not exist.
+    """
+    check_tenant(tenant_id, replay)
+    check_identifier(user_id, "user_id")
+    load_zone(zone, "zone")
+    token = "wk_" + secrets.token_urlsafe(32)
+    now = clock.now()
+    async with db.transaction() as tx:
+        if rotate:
+            if await tx.fetchval("user_rotate_token", tenant_id, user_id, _token_digest(token)) is None:
+                raise NotFound(f"no user {tenant_id}/{user_id}")
+            return token
+        await tx.execute("tenant_ensure", tenant_id, now)
+        inserted = await tx.fetchval("user_insert", tenant_id, user_id, display_name, zone,
+                                     _token_digest(token), now)
+        if inserted is None:
+            raise Conflict(f"user {tenant_id}/{user_id} exists; use --rotate to issue a new token")
+    return token
+
+
+async def authenticate(db: Database, token: str | None) -> UserPrincipal:
+    """The user a token belongs to.
+
+    Raises:
+        AuthError: no token, or an unknown one.
+    """
+    if not token:
+        raise AuthError("a user token is required (--token or WATCHKEEPER_TOKEN)")
+    row = await db.fetchrow("user_by_token", _token_digest(token))
+    if row is None:
+        raise AuthError("unknown token")
+    return UserPrincipal(row["tenant_id"], row["user_id"])
+
+
+REPLAY_TENANT_PREFIX = "_replay-"
+"""Tenants of ``watchkeeper replay``: reserved (``_``), and invisible to live pollers,
+workers and dispatchers, which run on the real clock."""
+
+
+def check_tenant(tenant_id: str, replay: bool = False) -> None:
+    """A tenant id a user may live in: an identifier not starting with ``_`` (reserved
+    for the operator's ``_operator`` and replays' ``_replay-...``; with ``replay``, a
+    ``_replay-`` id is allowed).
+
+    Raises:
+        SpecError: naming ``tenant_id``.
+    """
+    check_identifier(tenant_id.lstrip("_") if replay else tenant_id, "tenant_id")
+    if replay and tenant_id.startswith(REPLAY_TENANT_PREFIX):
+        return
+    if tenant_id.startswith("_"):
+        raise SpecError("tenant_id", f"{tenant_id!r} is reserved.", "pick an id not starting with '_'.")
+
+
+async def list_users(db: Database, tenant_id: str | None = None) -> list[dict[str, Any]]:
+    """Users (of one tenant, or all), never their tokens: ``tenant_id``, ``user_id``,
+    ``display_name``, ``zone``, ``created_at``."""
+    return [dict(r) for r in await db.fetch("users_list", tenant_id)]
+
+
+async def resolve_actor(db: Database, *, token: str | None, tenant_id: str | None,
+                        default_token: str | None = None) -> tuple[Actor, str]:
+    """Who is acting, and in which tenant: the user a token belongs to (``token``, or
+    ``default_token`` — ``WATCHKEEPER_TOKEN`` — when no tenant is named), else the
+    operator of ``tenant_id``.
+
+    Returns:
+        ``(actor, tenant_id)``.
+
+    Raises:
+        AuthError: an unknown token.
+        SpecError: neither a token nor a tenant (field ``--tenant``).
+    """
+    if token or (default_token and tenant_id is None):
+        me = await authenticate(db, token or default_token)
+        return me, me.tenant_id
+    if tenant_id is None:
+        raise SpecError("--tenant", "is required without a token.", "pass --tenant or --token.")
+    return OPERATOR, tenant_id
