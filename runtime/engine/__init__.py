@@ -3,7 +3,8 @@
 Lives here: the clock contract (``_clock``), the tick (``_tick`` plans, ``_admission``
 admits in short set-based transactions, ``_scheduler`` drives one tick and the ``run``
 terminals), the condition poller (``_poller``), workers with fenced leases
-(``_worker``), the agent seam and its budget guard (``_agents``), the effect gate
+(``_worker``), the agent seam and its budget guard (``_agents``), the command agent's
+answer contract (``_answer``), the effect gate
 (``_effects``), the output promise check (``_verify``), the outbox's PostgreSQL store
 (``_delivery_store``), operator-registered definitions (``_registry``), the records the
 engine and the use cases share (``_ledger``), and the supervisor that runs all loops
@@ -22,6 +23,7 @@ from ._agents import CommandAgent as CommandAgent
 from ._agents import DigestAgent as DigestAgent
 from ._agents import OccurrenceInfo as OccurrenceInfo
 from ._agents import Usage as Usage
+from ._answer import AnswerInvalid as AnswerInvalid
 from ._clock import Clock as Clock
 from ._clock import FakeClock as FakeClock
 from ._clock import SystemClock as SystemClock
@@ -48,7 +50,7 @@ from ._worker import Worker as Worker
 
 __all__ = [
     "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "BudgetGuard", "CommandAgent",
-    "DigestAgent", "OccurrenceInfo", "Usage", "Clock", "FakeClock", "SystemClock",
+    "DigestAgent", "OccurrenceInfo", "Usage", "AnswerInvalid", "Clock", "FakeClock", "SystemClock",
     "PgDeliveryStore", "EffectGate", "EffectNotApplied", "PollEvent", "PollReport", "poll_once",
     "Registry", "RunContext", "ScheduleDef", "register", "tick", "LoopDied", "Supervisor",
     "SupervisorConfig", "SupervisorStatistics", "close_channels", "default_channels",

@@ -11,7 +11,12 @@ deadline, verify the output promise, and commit the report while the token is cu
 * The stale worker's late commit matches no row (``lease_token = $token``) and is
   recorded as ``rejected_stale`` on its own run; it changes nothing else.
 * A failed run is retried as a new attempt (backoff with full jitter) within the
-  task's deadline and ``max_attempts``; it never re-triggers the occurrence.
+  task's deadline and ``max_attempts``; it never re-triggers the occurrence. Whether it
+  may be retried at all is data on the error (``retryable``, e.g.
+  :class:`AgentError` and :class:`BudgetExceeded`), never read from its message.
+* The usage an agent reports in its result is settled against the task's budget after
+  the run (:meth:`BudgetGuard.settle`); a run that reports more than the budget allows
+  fails with its usage recorded and is the task's last.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -187,7 +192,12 @@ class Worker:
         if ending.error is not None:
             return await self._failed(task, run_id, ending.error, ctx.budget.used)
         assert ending.result is not None
-        return await self._commit(task, run_id, spec, ctx, ending.result)
+        try:
+            ctx.budget.settle(ending.result.usage)
+        except BudgetExceeded as exc:
+            return await self._failed(task, run_id, exc, ctx.budget.used)
+        result = replace(ending.result, usage=ctx.budget.used)
+        return await self._commit(task, run_id, spec, ctx, result)
 
     async def _context(self, task: Mapping[str, Any], spec: Any) -> AgentContext:
         previous = await self.db.fetch("reports_previous", task["tenant_id"], task["definition_id"],
@@ -226,7 +236,8 @@ class Worker:
         row = await self.db.fetchrow("runs_usage_total", task["tenant_id"], task["task_id"])
         if row is None:
             return Usage()
-        return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]))
+        return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]),
+                     int(row["input_tokens"]), int(row["output_tokens"]))
 
     async def _supervised(self, task: Mapping[str, Any], run: Any, ctx: AgentContext,
                           remaining: float) -> _Ending:
@@ -295,7 +306,7 @@ class Worker:
         await self._close_run(task, run_id, "failed", message, usage)
         retry_at = self.clock.now() + timedelta(
             seconds=backoff_seconds(task["attempts"], base=self.retry_base, cap=self.retry_cap))
-        if isinstance(error, BudgetExceeded) or task["attempts"] >= task["max_attempts"] or (
+        if not _retryable(error) or task["attempts"] >= task["max_attempts"] or (
             retry_at >= task["deadline_at"]
         ):
             return await self._finish(task, "failed", message)
@@ -384,3 +395,10 @@ class Worker:
 
     def _outcome(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
         return TaskOutcome(task["tenant_id"], task["task_id"], task["attempts"], status, reason)
+
+
+def _retryable(error: BaseException) -> bool:
+    """Whether another attempt could succeed: the error's ``retryable`` attribute
+    (:class:`AgentError`, :class:`BudgetExceeded`, :class:`DatabaseUnavailable`); any
+    other exception an agent raises is taken as transient."""
+    return bool(getattr(error, "retryable", True))

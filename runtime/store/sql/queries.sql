@@ -763,7 +763,9 @@ JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, user_id)
 -- A task's run budget spans its attempts: what the earlier ones used.
 SELECT coalesce(sum((usage->>'model_requests')::bigint), 0) AS model_requests,
        coalesce(sum((usage->>'tool_attempts')::bigint), 0) AS tool_attempts,
-       coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd
+       coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd,
+       coalesce(sum((usage->>'input_tokens')::bigint), 0) AS input_tokens,
+       coalesce(sum((usage->>'output_tokens')::bigint), 0) AS output_tokens
 FROM runs WHERE tenant_id = $1 AND task_id = $2 AND outcome <> 'running';
 
 -- name: tasks_release_orphaned_holds
