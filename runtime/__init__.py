@@ -84,6 +84,7 @@ from .usecases import propose as propose
 from .usecases import resume as resume
 from .usecases import review as review
 from .usecases import trigger_now as trigger_now
+from .usecases import unclaimable_tasks as unclaimable_tasks
 
 __all__ = [
     "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "CommandAgent", "DigestAgent",
@@ -95,5 +96,5 @@ __all__ = [
     "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
     "tick", "Settings", "LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
-    "Worker",
+    "Worker", "unclaimable_tasks",
 ]

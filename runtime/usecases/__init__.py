@@ -7,7 +7,8 @@ input, authenticates, calls one use case and renders the answer.
 Lives here: users and principals, propose / confirm / pause / resume / cancel
 (``_definitions``), trigger-now and review (``_manual``), history and reports
 (``_history``), webhook endpoints, preferences and redelivery (``_webhooks``), spec
-files (``_specfile``) and replay over a historical series (``_replay``).
+files (``_specfile``), replay over a historical series (``_replay``), and the
+supervisors and the tasks none of them can take (``_status``).
 
 May import: the engine, the store, ``watchkeeper.triggers``, ``sources`` and
 ``outbox``. Never a door.
@@ -42,6 +43,10 @@ from ._replay import replay as replay
 from ._specfile import load_data as load_data
 from ._specfile import load_registrations as load_registrations
 from ._specfile import load_spec as load_spec
+from ._status import SupervisorState as SupervisorState
+from ._status import UnclaimableTask as UnclaimableTask
+from ._status import supervisors as supervisors
+from ._status import unclaimable_tasks as unclaimable_tasks
 from ._webhooks import PreferencesInput as PreferencesInput
 from ._webhooks import add_endpoint as add_endpoint
 from ._webhooks import check_secret as check_secret
@@ -58,6 +63,7 @@ __all__ = [
     "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery", "history", "next_step",
     "TriggerResult", "review", "trigger_now", "ReplayDefinition", "ReplaySummary",
     "load_replay_definitions", "replay", "load_data", "load_registrations", "load_spec",
+    "SupervisorState", "UnclaimableTask", "supervisors", "unclaimable_tasks",
     "PreferencesInput", "add_endpoint", "check_secret", "get_preferences", "parse_quiet",
     "redeliver", "remove_endpoint", "rotate_secret", "set_preferences",
 ]

@@ -1,0 +1,85 @@
+"""Status reads: the supervisors and what they offer, and the tasks none of them can take.
+
+A worker claims only tasks whose agent it has (``--agent NAME=COMMAND``; ``digest`` is
+built in), so a task whose agent no live supervisor offers waits, pending, for one that
+does. :func:`unclaimable_tasks` makes that wait visible; the liveness rule is
+:mod:`watchkeeper.runtime.engine._fleet`'s (status not ``stopped``, heartbeat within 3
+intervals). Past its ``expires_at`` such a task follows its lateness policy
+(:meth:`Worker.expire_unclaimable`): ``skip_expired`` ends it ``expired`` and
+``review_late`` puts it in ``review_required``, each with a reason naming the agent;
+``catch_up_once`` keeps it waiting to run once, late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..engine._fleet import SupervisorState, offered_agents, supervisor_states
+from ..store._db import Database
+
+__all__ = ["SupervisorState", "UnclaimableTask", "supervisors", "unclaimable_tasks"]
+
+
+@dataclass(frozen=True, slots=True)
+class UnclaimableTask:
+    """A task waiting for an agent that no live supervisor offers.
+
+    Attributes:
+        status: ``pending`` (never claimed, or a retry) or ``running`` (its lease
+            expired and no live supervisor can take it over).
+        waiting_since: when it could first have been claimed (``not_before``, or the
+            lease's expiry for a takeover), UTC.
+        waited_seconds: seconds from ``waiting_since`` to the ``now`` of the read.
+        expires_at: past this instant a first attempt follows ``late_policy``.
+    """
+
+    tenant_id: str
+    task_id: int
+    definition_id: str
+    binding_id: str
+    slot: str
+    kind: str
+    agent: str
+    status: str
+    late_policy: str
+    attempts: int
+    waiting_since: datetime
+    waited_seconds: float
+    expires_at: datetime
+
+
+async def supervisors(db: Database, now: datetime) -> list[SupervisorState]:
+    """Every supervisor that heartbeat against ``db`` (newest first), with its liveness
+    at ``now`` (aware) and the agents and sources it offers.
+
+    Raises:
+        ValueError: ``now`` is naive.
+        DatabaseUnavailable: the store failed.
+    """
+    return await supervisor_states(db, now)
+
+
+async def unclaimable_tasks(db: Database, now: datetime, *, tenant_id: str | None = None,
+                            limit: int = 100) -> list[UnclaimableTask]:
+    """Due tasks whose agent no live supervisor offers at ``now`` (aware), longest wait
+    first, at most ``limit`` (>= 1); one tenant's, or every tenant's but the replays'.
+
+    Empty while a live supervisor's heartbeat does not name its agents (an earlier
+    version, which claims tasks of any agent). ``watchkeeper tick`` writes no
+    heartbeat: a task only it can run shows here between its runs.
+
+    Raises:
+        ValueError: ``now`` is naive, or ``limit`` is below 1.
+        DatabaseUnavailable: the store failed.
+    """
+    if limit < 1:
+        raise ValueError(f"limit is {limit}. Fix: ask for at least 1 task.")
+    offered = offered_agents(await supervisor_states(db, now))
+    if offered is None:
+        return []
+    rows = await db.fetch("tasks_unclaimable", now, sorted(offered), limit, tenant_id)
+    return [UnclaimableTask(
+        r["tenant_id"], r["task_id"], r["definition_id"], r["binding_id"], r["slot"], r["kind"],
+        r["agent"], r["status"], r["late_policy"], r["attempts"], r["waiting_since"],
+        (now - r["waiting_since"]).total_seconds(), r["expires_at"]) for r in rows]
