@@ -25,13 +25,15 @@ Errors::
     │   └── CommitOutcomeUnknown  .backend_pid .backend_start
     ├── StaleLease
     ├── EffectOutcomeUnknown      .effect_key
-    ├── BudgetExceeded
+    ├── AgentError                .retryable
+    ├── BudgetExceeded            (never retried)
     ├── StoreError
     └── LoopDied                  .loop
 
 asyncpg errors never leave this package.
 """
 
+from ._errors import AgentError as AgentError
 from ._errors import AuthError as AuthError
 from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import CommitOutcomeUnknown as CommitOutcomeUnknown
@@ -82,16 +84,17 @@ from .usecases import propose as propose
 from .usecases import resume as resume
 from .usecases import review as review
 from .usecases import trigger_now as trigger_now
+from .usecases import unclaimable_tasks as unclaimable_tasks
 
 __all__ = [
     "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "CommandAgent", "DigestAgent",
     "Usage", "Clock", "FakeClock", "SystemClock", "Database", "StoreError",
     "OPERATOR", "UserPrincipal", "add_user", "authenticate", "cancel", "confirm", "pause",
-    "propose", "resume", "EmbeddedPostgresError", "embedded_postgres", "AuthError",
+    "propose", "resume", "EmbeddedPostgresError", "embedded_postgres", "AgentError", "AuthError",
     "BudgetExceeded", "CommitOutcomeUnknown", "ConfigError", "Conflict", "DatabaseUnavailable",
     "EffectOutcomeUnknown", "EffectGate", "EffectNotApplied", "NotFound", "StaleLease",
     "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
     "tick", "Settings", "LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
-    "Worker",
+    "Worker", "unclaimable_tasks",
 ]

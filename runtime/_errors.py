@@ -13,7 +13,13 @@
     ├── StaleLease               the fencing token is no longer current
     ├── EffectOutcomeUnknown     an external effect was started by an earlier attempt
     │                            and its outcome was never recorded
-    └── BudgetExceeded           a run used up its model/tool/cost budget
+    ├── AgentError               an agent's run failed; ``retryable`` says whether
+    │                            another attempt could succeed
+    └── BudgetExceeded           a run used up its model/tool/cost budget (never retried)
+
+Whether a failed run is retried is data on the error, never parsed from a message:
+:attr:`AgentError.retryable` (an invalid answer is permanent, a crash is not),
+``BudgetExceeded.retryable = False``; any other exception an agent raises is retryable.
 
 Spec problems raise :class:`triggers.SpecError` (a ``ValueError``) unchanged.
 asyncpg errors never leave this package: :func:`watchkeeper.runtime.store._db.translated` maps them.
@@ -78,5 +84,23 @@ class EffectOutcomeUnknown(WatchkeeperError):
         super().__init__(f"effect {effect_key!r} was started by an earlier attempt; outcome unknown")
 
 
+class AgentError(WatchkeeperError):
+    """An agent's run failed.
+
+    Attributes:
+        retryable: ``True`` when another attempt could succeed (a crash, a non-zero exit
+            status); ``False`` when it cannot (an answer of the wrong shape: the same
+            agent would give it again). The worker fails the task at once when it is
+            ``False``, and retries within the deadline, attempts and budget otherwise.
+    """
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class BudgetExceeded(WatchkeeperError):
-    """A run tried to spend beyond its declared model-request, tool or cost budget."""
+    """A run tried to spend beyond its declared model-request, tool or cost budget, or
+    reported (after the fact) that it had. Never retried: the budget spans attempts."""
+
+    retryable = False

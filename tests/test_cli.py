@@ -263,7 +263,8 @@ async def test_outbox_commands_refuse_bad_input_with_exit_2(db: Database, db_dsn
     finally:
         busy.close()
     _, out, _ = await cli("status", "--json", dsn=db_dsn, home=tmp_path)
-    assert json.loads(out) == {"supervisors": [], "deliveries": {}, "oldest_due": None}
+    assert json.loads(out) == {"supervisors": [], "unclaimable": [], "deliveries": {},
+                               "oldest_due": None}
 
 
 REPLAY_DEFS = """

@@ -348,3 +348,22 @@ async def test_poll_changes_are_filtered_before_the_limit_and_paged(
     assert decoded == PollCursor(expected[0][0], "d", "owner", "s|x")
     with pytest.raises(NotFound):
         await polls(db, PollsQuery(summary.tenant_id, "no-such-definition"))
+
+
+def test_a_replay_refuses_an_agent_it_does_not_have(tmp_path: Path) -> None:
+    """A definition naming agent 'research' is refused before anything is stored: the
+    replay's worker has only 'digest' and would leave the task waiting forever."""
+    path = tmp_path / "defs.toml"
+    path.write_text('[[definitions]]\nid = "a"\nversion = 1\nagent = { name = "research" }\n'
+                    '[definitions.trigger]\ntype = "condition"\nmode = "every_edge"\n'
+                    'poll_every = "P1D"\nsource = { name = "series", version = "1" }\n'
+                    '[definitions.trigger.predicate]\nsubject = "x"\nop = "<="\n'
+                    'threshold = "10 USD"\n')
+    definitions = load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource([], name="series", version="1")
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with pytest.raises(SpecError) as raised:
+        anyio.run(lambda: replay(None, definitions, source, start=start,  # type: ignore[arg-type]
+                                 end=start + timedelta(days=1), home=tmp_path))
+    assert raised.value.field == "a.agent.name"
+    assert raised.value.problem.startswith("names agent 'research'; this replay has digest")

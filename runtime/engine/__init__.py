@@ -3,7 +3,9 @@
 Lives here: the clock contract (``_clock``), the tick (``_tick`` plans, ``_admission``
 admits in short set-based transactions, ``_scheduler`` drives one tick and the ``run``
 terminals), the condition poller (``_poller``), workers with fenced leases
-(``_worker``), the agent seam and its budget guard (``_agents``), the effect gate
+(``_worker``), the agent seam and its budget guard (``_agents``), the command agent's
+answer contract (``_answer``), which supervisors are live and what they offer
+(``_fleet``), the effect gate
 (``_effects``), the output promise check (``_verify``), the outbox's PostgreSQL store
 (``_delivery_store``), operator-registered definitions (``_registry``), the records the
 engine and the use cases share (``_ledger``), and the supervisor that runs all loops
@@ -22,12 +24,16 @@ from ._agents import CommandAgent as CommandAgent
 from ._agents import DigestAgent as DigestAgent
 from ._agents import OccurrenceInfo as OccurrenceInfo
 from ._agents import Usage as Usage
+from ._answer import AnswerInvalid as AnswerInvalid
 from ._clock import Clock as Clock
 from ._clock import FakeClock as FakeClock
 from ._clock import SystemClock as SystemClock
 from ._delivery_store import PgDeliveryStore as PgDeliveryStore
 from ._effects import EffectGate as EffectGate
 from ._effects import EffectNotApplied as EffectNotApplied
+from ._fleet import SupervisorState as SupervisorState
+from ._fleet import offered_agents as offered_agents
+from ._fleet import supervisor_states as supervisor_states
 from ._poller import PollEvent as PollEvent
 from ._poller import PollReport as PollReport
 from ._poller import poll_once as poll_once
@@ -48,8 +54,9 @@ from ._worker import Worker as Worker
 
 __all__ = [
     "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "BudgetGuard", "CommandAgent",
-    "DigestAgent", "OccurrenceInfo", "Usage", "Clock", "FakeClock", "SystemClock",
-    "PgDeliveryStore", "EffectGate", "EffectNotApplied", "PollEvent", "PollReport", "poll_once",
+    "DigestAgent", "OccurrenceInfo", "Usage", "AnswerInvalid", "Clock", "FakeClock", "SystemClock",
+    "PgDeliveryStore", "EffectGate", "EffectNotApplied", "SupervisorState", "offered_agents",
+    "supervisor_states", "PollEvent", "PollReport", "poll_once",
     "Registry", "RunContext", "ScheduleDef", "register", "tick", "LoopDied", "Supervisor",
     "SupervisorConfig", "SupervisorStatistics", "close_channels", "default_channels",
     "make_dispatcher", "TaskOutcome", "Worker",

@@ -8,7 +8,8 @@ An agent reaches the outside world only through ``ctx.effects`` (see
 :mod:`watchkeeper.runtime.engine._effects`), which checks the lease token first.
 
 Built-ins: ``digest`` (deterministic, no model; the default) and ``command`` (a
-subprocess that reads the context as JSON on stdin and prints the report).
+subprocess that reads the context as JSON on stdin and prints its answer: see
+:mod:`watchkeeper.runtime.engine._answer`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import anyio
 
 from watchkeeper.triggers import Importance, format_utc
 
-from .._errors import BudgetExceeded
+from .._errors import AgentError, BudgetExceeded
+from ._answer import AnswerInvalid, parse_answer
 
 __all__ = [
     "AgentCatalog",
@@ -42,17 +44,58 @@ __all__ = [
 ]
 
 
+_MEASURES = ("model_requests", "tool_attempts", "cost_usd")
+"""The measures a run budget limits (``limits.max_<measure>``); tokens are recorded only."""
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What a run consumed: model requests, tool attempts, cost in USD."""
+    """What a run consumed: model requests, tool attempts, input and output tokens
+    (dimensionless counts) and cost in USD (a :class:`~decimal.Decimal`).
+
+    Raises:
+        ValueError: a count that is negative or not an ``int``, or a cost that is not a
+            ``Decimal`` (an ``int`` is converted) or is negative, NaN or infinite.
+    """
 
     model_requests: int = 0
     tool_attempts: int = 0
     cost_usd: Decimal = Decimal(0)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("model_requests", "tool_attempts", "input_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"usage.{name} is {value!r}, not a count. Fix: report a "
+                                 "non-negative integer.")
+        cost = self.cost_usd
+        if isinstance(cost, int) and not isinstance(cost, bool):
+            cost = Decimal(cost)
+            object.__setattr__(self, "cost_usd", cost)
+        if not isinstance(cost, Decimal) or not cost.is_finite() or cost < 0:
+            raise ValueError(f"usage.cost_usd is {cost!r}, not a cost. Fix: report a finite, "
+                             "non-negative Decimal amount of USD.")
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.model_requests + other.model_requests,
+                     self.tool_attempts + other.tool_attempts, self.cost_usd + other.cost_usd,
+                     self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens)
+
+    def at_least(self, other: Usage) -> Usage:
+        """Each measure the larger of ``self``'s and ``other``'s."""
+        return Usage(max(self.model_requests, other.model_requests),
+                     max(self.tool_attempts, other.tool_attempts),
+                     max(self.cost_usd, other.cost_usd),
+                     max(self.input_tokens, other.input_tokens),
+                     max(self.output_tokens, other.output_tokens))
 
     def to_json(self) -> dict[str, Any]:
         """JSON form, cost as a decimal string."""
         return {"model_requests": self.model_requests, "tool_attempts": self.tool_attempts,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cost_usd": str(self.cost_usd)}
 
 
@@ -60,7 +103,13 @@ class BudgetGuard:
     """A task's run budget (``limits.max_model_requests``, ``max_tool_attempts``,
     ``max_cost_usd``); ``None`` limits are unlimited. The budget is the task's, not one
     attempt's: ``spent_before`` carries what earlier attempts used (DESIGN: a retry stays
-    within the task's budget); ``used`` is this attempt's spending."""
+    within the task's budget); ``used`` is this attempt's spending.
+
+    Two ways to spend: :meth:`charge` before spending (refused, and nothing recorded,
+    if it would pass a limit: the spending must then not happen), and :meth:`settle`
+    after the fact, for usage an agent could only report once it had spent it (a
+    command agent cannot be stopped before it reports): recorded in full, then checked.
+    """
 
     def __init__(self, *, model_requests: int | None = None, tool_attempts: int | None = None,
                  cost_usd: Decimal | None = None, spent_before: Usage | None = None) -> None:
@@ -69,22 +118,42 @@ class BudgetGuard:
         self.used = Usage()
 
     def charge(self, *, model_requests: int = 0, tool_attempts: int = 0,
-               cost_usd: Decimal = Decimal(0)) -> None:
+               cost_usd: Decimal = Decimal(0), input_tokens: int = 0,
+               output_tokens: int = 0) -> None:
         """Record spending before it happens.
 
         Raises:
             BudgetExceeded: the charge would pass a limit (nothing is recorded then).
+            ValueError: a negative, NaN or non-integer amount.
         """
-        new = Usage(self.used.model_requests + model_requests,
-                    self.used.tool_attempts + tool_attempts, self.used.cost_usd + cost_usd)
-        before = self.spent_before
-        totals = (before.model_requests + new.model_requests,
-                  before.tool_attempts + new.tool_attempts, before.cost_usd + new.cost_usd)
-        for name, value, limit in zip(("model_requests", "tool_attempts", "cost_usd"), totals,
-                                      self.limits, strict=True):
-            if limit is not None and value > limit:
-                raise BudgetExceeded(f"{name}: {value} would exceed the task's limit of {limit}")
+        new = self.used + Usage(model_requests, tool_attempts, cost_usd, input_tokens,
+                                output_tokens)
+        self._check(new)
         self.used = new
+
+    def settle(self, reported: Usage) -> None:
+        """Record what this attempt reports it used in all (after the fact): each measure
+        of :attr:`used` becomes at least the reported one (charges already made count
+        toward it), then the task's totals are checked.
+
+        Raises:
+            BudgetExceeded: the totals now pass a limit; the usage stays recorded (it was
+                spent), and the task is not retried.
+        """
+        self.used = self.used.at_least(reported)
+        self._check(self.used, after=True)
+
+    def _check(self, used: Usage, *, after: bool = False) -> None:
+        totals = self.spent_before + used
+        for name, limit in zip(_MEASURES, self.limits, strict=True):
+            value = getattr(totals, name)
+            if limit is not None and value > limit:
+                if after:
+                    raise BudgetExceeded(
+                        f"{name}: the run reported usage that brings the task to {value}, past "
+                        f"its limit of {limit} (charged after the run: it could not be stopped "
+                        "before it reported)")
+                raise BudgetExceeded(f"{name}: {value} would exceed the task's limit of {limit}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +271,21 @@ def _observation_line(o: Mapping[str, Any]) -> str:
 
 
 class CommandAgent:
-    """Runs ``argv`` with the context JSON on stdin; stdout is the markdown report.
+    """Runs ``argv`` with the context JSON on stdin; stdout is the answer: plain
+    markdown (the report), or a JSON object ``{"report", "importance", "artifact",
+    "usage"}`` (the contract: :mod:`watchkeeper.runtime.engine._answer`).
 
-    A JSON object on stdout (``{"report": ..., "importance": "low|normal|high",
-    "artifact": "/path"}``) is accepted too.
+    Budget: starting the command is one tool attempt, charged before it starts (a task
+    whose tool budget is spent starts no command). The usage it reports is added to that
+    and settled after it exits: a command cannot be stopped before it reports, so the run
+    that crosses a limit is recorded in full and is the task's last.
 
     Raises (from :meth:`run`):
-        RuntimeError: non-zero exit status (with the tail of stderr).
+        AgentError: ``retryable=True`` for a non-zero exit status (with the tail of
+            stderr); ``retryable=False`` for an answer that breaks the contract (every
+            problem named).
+        BudgetExceeded: the tool budget is spent before the start, or the reported usage
+            passes a limit.
     """
 
     def __init__(self, argv: Sequence[str]) -> None:
@@ -221,17 +298,21 @@ class CommandAgent:
                                          check=False, stderr=subprocess.PIPE)
         if result.returncode != 0:
             tail = result.stderr.decode(errors="replace")[-500:]
-            raise RuntimeError(f"{self.argv[0]} exited {result.returncode}: {tail}")
-        text = result.stdout.decode()
+            raise AgentError(f"{self.argv[0]} exited {result.returncode}: {tail}", retryable=True)
         try:
-            data = json.loads(text)
-        except ValueError:
-            return AgentResult(text, Importance.NORMAL, Usage(tool_attempts=1))
-        if not isinstance(data, dict):
-            return AgentResult(text, Importance.NORMAL, Usage(tool_attempts=1))
-        artifact = data.get("artifact")
-        return AgentResult(str(data.get("report", "")), Importance(data.get("importance", "normal")),
-                           Usage(tool_attempts=1), Path(artifact) if artifact else None)
+            answer = parse_answer(result.stdout.decode(errors="replace"))
+        except AnswerInvalid as exc:
+            raise AgentError(
+                f"{self.argv[0]} printed an answer that breaks the contract: {exc}. Fix: print "
+                "plain markdown, or one JSON object with report, importance (low, normal or "
+                "high), artifact and usage (non-negative integer counts, cost_usd a decimal); "
+                "see the README's command agents section", retryable=False) from exc
+        reported = answer.usage
+        ctx.budget.settle(Usage(tool_attempts=1) + Usage(
+            reported.model_requests, reported.tool_attempts, reported.cost_usd,
+            reported.input_tokens, reported.output_tokens))
+        return AgentResult(answer.report, answer.importance, ctx.budget.used,
+                           Path(answer.artifact) if answer.artifact else None)
 
 
 @dataclass(frozen=True, slots=True)

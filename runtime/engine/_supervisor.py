@@ -41,6 +41,7 @@ from ._admission import RunUnit
 from ._agents import AgentCatalog
 from ._clock import Clock
 from ._delivery_store import PgDeliveryStore
+from ._fleet import heartbeat_detail
 from ._poller import poll_once
 from ._registry import Registry, register
 from ._scheduler import execute_run, tick
@@ -202,7 +203,8 @@ class Supervisor:
                     await close_channels(self.channels)
                 try:
                     await self.db.execute("supervisor_set_status", self.config.supervisor_id,
-                                          "stopped", {"dead_loops": sorted(self._dead)})
+                                          "stopped",
+                                          {**self._detail(), "dead_loops": sorted(self._dead)})
                 except WatchkeeperError:
                     log.warning("could not record the supervisor's stop")
 
@@ -382,11 +384,20 @@ class Supervisor:
 
     async def _heartbeat_once(self, status: str) -> None:
         cfg = self.config
-        detail: dict[str, Any] = {"loops": self._loops, "restarts": dict(self._restarts),
-                                  "heartbeat_seconds": cfg.heartbeat_seconds}
         await self.db.execute("supervisor_upsert", cfg.supervisor_id, socket.gethostname(),
                               os.getpid(), self.clock.now(), status,
-                              None if self._offset is None else self._offset * 1000, detail)
+                              None if self._offset is None else self._offset * 1000,
+                              self._detail())
+
+    def _detail(self) -> dict[str, Any]:
+        """The heartbeat's detail: loops, restarts, interval, and what this supervisor
+        offers (the agents its workers have, none without workers; the sources its
+        poller reads), read by :mod:`._fleet`."""
+        return heartbeat_detail(
+            loops=self._loops, restarts=self._restarts,
+            heartbeat_seconds=self.config.heartbeat_seconds,
+            agents=self.agents.names() if self.config.workers > 0 else [],
+            sources=list(self.sources.names()))
 
     async def _skew_step(self) -> bool:
         before = self.clock.now()

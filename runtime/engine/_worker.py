@@ -11,7 +11,16 @@ deadline, verify the output promise, and commit the report while the token is cu
 * The stale worker's late commit matches no row (``lease_token = $token``) and is
   recorded as ``rejected_stale`` on its own run; it changes nothing else.
 * A failed run is retried as a new attempt (backoff with full jitter) within the
-  task's deadline and ``max_attempts``; it never re-triggers the occurrence.
+  task's deadline and ``max_attempts``; it never re-triggers the occurrence. Whether it
+  may be retried at all is data on the error (``retryable``, e.g.
+  :class:`AgentError` and :class:`BudgetExceeded`), never read from its message.
+* The usage an agent reports in its result is settled against the task's budget after
+  the run (:meth:`BudgetGuard.settle`); a run that reports more than the budget allows
+  fails with its usage recorded and is the task's last.
+* A worker claims (and takes over) only tasks whose agent it has; the others wait for a
+  supervisor that has it. When one waits past its ``expires_at`` and no live supervisor
+  offers its agent (:mod:`._fleet`), the worker that finds nothing to claim applies the
+  lateness policy to it, as dispatch would have, with a reason that says so.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -29,6 +38,7 @@ from typing import Any
 import anyio
 
 from watchkeeper.outbox._retry import backoff_seconds
+from watchkeeper.triggers import format_utc
 
 from .._errors import (
     BudgetExceeded,
@@ -43,6 +53,7 @@ from ..store._specs import spec_from_row
 from ._agents import AgentCatalog, AgentContext, AgentResult, BudgetGuard, OccurrenceInfo, Usage
 from ._clock import Clock
 from ._effects import EffectGate
+from ._fleet import offered_agents, supervisor_states
 from ._verify import verify_output
 
 __all__ = ["DELIVERY_NAMESPACE", "TaskOutcome", "Worker"]
@@ -51,6 +62,10 @@ log = logging.getLogger("watchkeeper.worker")
 
 DELIVERY_NAMESPACE = uuid.UUID("6f0c1e8a-5d1b-4c55-9a57-1f3e2b9c7a10")
 """UUIDv5 namespace of delivery ids: one stable id per (task, channel, destination)."""
+
+LATE_STATUS = {"skip_expired": "expired", "review_late": "review_required"}
+"""What a task first picked up after its ``expires_at`` becomes, by lateness policy
+(DESIGN "Lateness"; ``catch_up_once`` runs it, late)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,26 +116,62 @@ class Worker:
         self.retry_base, self.retry_cap = retry_base, retry_cap
 
     async def run_once(self) -> TaskOutcome | None:
-        """Claim one task (an expired lease first, else a due pending one) and handle it.
+        """Claim one task (an expired lease first, else a due pending one) and handle it;
+        with nothing to claim, apply the lateness policy to one task that waited past its
+        ``expires_at`` for an agent nobody offers (:meth:`expire_unclaimable`).
 
-        Returns ``None`` when there was nothing to claim.
+        Returns ``None`` when there was nothing to do.
         """
         task = await self.claim()
         if task is None:
-            return None
+            return await self.expire_unclaimable()
         return await self.execute(task)
 
     async def claim(self) -> Mapping[str, Any] | None:
-        """Take over one expired lease, or claim one due pending task."""
+        """Take over one expired lease, or claim one due pending task, of an agent this
+        worker has (``self.agents``)."""
         now = self.clock.now()
+        agents = self.agents.names()
         rows = await self.db.fetch("tasks_take_over", now, 1, self.worker_id, self.lease_seconds,
-                                   self.tenant_id)
+                                   self.tenant_id, agents)
         if rows:
             await self.db.execute("runs_mark_lease_lost", rows[0]["tenant_id"], rows[0]["task_id"], now)
             return rows[0]
         rows = await self.db.fetch("tasks_claim", now, 1, self.worker_id, self.lease_seconds,
-                                   self.tenant_id)
+                                   self.tenant_id, agents)
         return rows[0] if rows else None
+
+    async def expire_unclaimable(self) -> TaskOutcome | None:
+        """Apply the lateness policy to one pending first attempt that is past its
+        ``expires_at`` while no live supervisor (nor this worker) offers its agent:
+        ``skip_expired`` makes it ``expired``, ``review_late`` ``review_required``, each
+        with a reason naming the agent; ``catch_up_once`` leaves it to run late. This is
+        the status its dispatch would give it (the rule of :data:`LATE_STATUS`), decided
+        now rather than whenever a supervisor with the agent appears; waiting is not a
+        failure. Nothing happens while a live supervisor's heartbeat does not name its
+        agents (it may take any task).
+
+        Returns the outcome (attempt 0: no run was made), or ``None``.
+        """
+        now = self.clock.now()
+        offered = offered_agents(await supervisor_states(self.db, now))
+        if offered is None:
+            return None
+        agents = sorted(offered | set(self.agents.names()))
+        async with self.db.transaction() as tx:
+            row = await tx.fetchrow("task_unclaimable_expired_lock", now, agents, self.tenant_id)
+            if row is None:
+                return None
+            status = LATE_STATUS[row["late_policy"]]
+            waited = (now - row["not_before"]).total_seconds()
+            reason = (f"no running supervisor offers agent {row['agent']!r}: waited {waited:.0f} s "
+                      f"and expired at {format_utc(row['expires_at'])} ({row['late_policy']}); "
+                      f"start a supervisor with that agent (--agent {row['agent']}=COMMAND)")
+            await tx.execute("task_unclaimable_expire", row["tenant_id"], row["task_id"], status,
+                             reason, now)
+            if status == "expired":
+                await tx.execute("tasks_release_held", row["tenant_id"], row["task_id"])
+        return TaskOutcome(row["tenant_id"], row["task_id"], 0, status, reason)
 
     async def execute(self, task: Mapping[str, Any]) -> TaskOutcome:
         """Handle a claimed task with its current token."""
@@ -164,10 +215,9 @@ class Worker:
         waited = task["held_behind"] is not None  # queue_one: the wait was by design
         if task["attempts"] == 1 and not task["late"] and not waited and claimed_at > task["expires_at"]:
             late = (claimed_at - task["expires_at"]).total_seconds()
-            if task["late_policy"] == "skip_expired":
-                return "expired", f"dispatched {late:.0f} s after expires_at (skip_expired)"
-            if task["late_policy"] == "review_late":
-                return "review_required", f"dispatched {late:.0f} s after expires_at (review_late)"
+            policy = task["late_policy"]
+            if policy in LATE_STATUS:
+                return LATE_STATUS[policy], f"dispatched {late:.0f} s after expires_at ({policy})"
         if task["deadline_at"] is not None and now >= task["deadline_at"]:
             return "timed_out", "the task deadline passed before this attempt could start"
         return None
@@ -188,7 +238,12 @@ class Worker:
         if ending.error is not None:
             return await self._failed(task, run_id, ending.error, ctx.budget.used)
         assert ending.result is not None
-        return await self._commit(task, run_id, spec, ctx, ending.result)
+        try:
+            ctx.budget.settle(ending.result.usage)
+        except BudgetExceeded as exc:
+            return await self._failed(task, run_id, exc, ctx.budget.used)
+        result = replace(ending.result, usage=ctx.budget.used)
+        return await self._commit(task, run_id, spec, ctx, result)
 
     async def _context(self, task: Mapping[str, Any], spec: Any) -> AgentContext:
         previous = await self.db.fetch("reports_previous", task["tenant_id"], task["definition_id"],
@@ -227,7 +282,8 @@ class Worker:
         row = await self.db.fetchrow("runs_usage_total", task["tenant_id"], task["task_id"])
         if row is None:
             return Usage()
-        return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]))
+        return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]),
+                     int(row["input_tokens"]), int(row["output_tokens"]))
 
     async def _supervised(self, task: Mapping[str, Any], run: Any, ctx: AgentContext,
                           remaining: float) -> _Ending:
@@ -296,7 +352,7 @@ class Worker:
         await self._close_run(task, run_id, "failed", message, usage)
         retry_at = self.clock.now() + timedelta(
             seconds=backoff_seconds(task["attempts"], base=self.retry_base, cap=self.retry_cap))
-        if isinstance(error, BudgetExceeded) or task["attempts"] >= task["max_attempts"] or (
+        if not _retryable(error) or task["attempts"] >= task["max_attempts"] or (
             retry_at >= task["deadline_at"]
         ):
             return await self._finish(task, "failed", message)
@@ -385,3 +441,10 @@ class Worker:
 
     def _outcome(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
         return TaskOutcome(task["tenant_id"], task["task_id"], task["attempts"], status, reason)
+
+
+def _retryable(error: BaseException) -> bool:
+    """Whether another attempt could succeed: the error's ``retryable`` attribute
+    (:class:`AgentError`, :class:`BudgetExceeded`, :class:`DatabaseUnavailable`); any
+    other exception an agent raises is taken as transient."""
+    return bool(getattr(error, "retryable", True))

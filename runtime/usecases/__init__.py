@@ -8,7 +8,8 @@ who may act, what a status means, which filter applies before a limit — lives 
 Modules: principals and tokens (``_principals``); propose / confirm / pause / resume /
 cancel (``_definitions``) and their read models (``_definition_views``); trigger-now and
 review (``_manual``); history and reports (``_history``); a condition's poll timeline
-(``_polls``); supervisors and the outbox backlog (``_status``); deliveries and
+(``_polls``); supervisors, the tasks none of them can take and the outbox backlog
+(``_status``); deliveries and
 redelivery (``_deliveries``); webhook endpoints (``_webhooks``); notification
 preferences (``_preferences``); spec files (``_specfile``); replay over a historical
 series (``_replay``); where the database is, one tick, the supervisor's configuration
@@ -79,7 +80,10 @@ from ._specfile import load_spec as load_spec
 from ._status import DELIVERY_STATUSES as DELIVERY_STATUSES
 from ._status import DeploymentStatus as DeploymentStatus
 from ._status import SupervisorState as SupervisorState
+from ._status import UnclaimableTask as UnclaimableTask
 from ._status import status as status
+from ._status import supervisors as supervisors
+from ._status import unclaimable_tasks as unclaimable_tasks
 from ._webhooks import add_endpoint as add_endpoint
 from ._webhooks import check_secret as check_secret
 from ._webhooks import list_endpoints as list_endpoints
@@ -99,7 +103,7 @@ __all__ = [
     "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
     "UserPrincipal", "load_replay_definitions", "prune_replays", "remove_replay", "replay",
     "replay_window", "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations",
-    "load_spec", "DELIVERY_STATUSES", "DeploymentStatus", "status", "SupervisorState",
-    "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
-    "rotate_secret",
+    "load_spec", "DELIVERY_STATUSES", "DeploymentStatus", "status", "supervisors",
+    "SupervisorState", "unclaimable_tasks", "UnclaimableTask", "add_endpoint",
+    "check_secret", "list_endpoints", "new_secret", "remove_endpoint", "rotate_secret",
 ]

@@ -133,7 +133,8 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
 
     Raises:
         SpecError: a definition names a source other than ``source`` (or another
-            version); ``end`` is not after ``start``.
+            version), or an agent ``agents`` does not have (default: ``digest`` only);
+            ``end`` is not after ``start``.
     """
     if end <= start:
         raise SpecError("--to", f"{format_utc(end)} is not after --from {format_utc(start)}.",
@@ -153,6 +154,14 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
                                 "a replay sends no webhooks (its tenant has no endpoints, and "
                                 "a historical replay must not notify anyone live).",
                                 "use channel = 'file' or 'log' in the replay file.")
+    catalog = agents or AgentCatalog()
+    for d in definitions:
+        if d.spec.agent.name not in catalog.names():
+            raise SpecError(f"{d.definition_id}.agent.name",
+                            f"names agent {d.spec.agent.name!r}; this replay has "
+                            f"{', '.join(catalog.names())} (its worker claims only tasks of "
+                            "an agent it has, so the task would wait forever).",
+                            "use the built-in agent 'digest', or give the replay that agent.")
     clock = FakeClock(start)
     tenant = f"{REPLAY_TENANT_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
     # the tenant is created on the real clock (prune_replays goes by its age); all
@@ -160,7 +169,7 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
     me = await authenticate(db, await add_user(db, SystemClock(), tenant, "replay", replay=True))
     try:
         summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
-                             on_event, on_progress, agents)
+                             on_event, on_progress, catalog)
         summary.kept = keep
         return summary
     finally:
@@ -245,7 +254,7 @@ async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
                definitions: Sequence[ReplayDefinition], source: Source, start: datetime,
                end: datetime, home: Path, on_event: Callable[[dict[str, Any]], None],
                on_progress: Callable[[datetime], None],
-               agents: AgentCatalog | None) -> ReplaySummary:
+               agents: AgentCatalog) -> ReplaySummary:
     for d in definitions:
         proposal = await propose(db, clock, tenant_id=tenant, definition_id=d.definition_id,
                                  owner_user_id=me.user_id, spec=d.spec, proposed_by="replay",
@@ -256,7 +265,7 @@ async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
     fired: dict[int, tuple[str, str]] = {}
     work = notices = False
     sources = SourceRegistry([source])
-    worker = Worker(db, clock, agents or AgentCatalog(), worker_id=f"{tenant}/worker",
+    worker = Worker(db, clock, agents, worker_id=f"{tenant}/worker",
                     artifact_root=home / "artifacts", lease_seconds=3600, tenant_id=tenant)
     store = PgDeliveryStore(db, clock, tenant_id=tenant)
     dispatcher = make_dispatcher(SupervisorConfig(home=home), store,

@@ -1,72 +1,123 @@
-"""The operator's view of the deployment: supervisors (heartbeat, liveness, clock
-offset) and the outbox backlog."""
+"""Status reads: the supervisors and what they offer, the tasks none of them can take,
+and the outbox backlog.
+
+A worker claims only tasks whose agent it has (``--agent NAME=COMMAND``; ``digest`` is
+built in), so a task whose agent no live supervisor offers waits, pending, for one that
+does. :func:`unclaimable_tasks` makes that wait visible; the liveness rule is
+:mod:`watchkeeper.runtime.engine._fleet`'s (status not ``stopped``, heartbeat within 3
+intervals). Past its ``expires_at`` such a task follows its lateness policy
+(:meth:`Worker.expire_unclaimable`): ``skip_expired`` ends it ``expired`` and
+``review_late`` puts it in ``review_required``, each with a reason naming the agent;
+``catch_up_once`` keeps it waiting to run once, late.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..engine._fleet import SupervisorState, offered_agents, supervisor_states
 from ..store._db import Database
 
-__all__ = ["DELIVERY_STATUSES", "DeploymentStatus", "SupervisorState", "status"]
+__all__ = ["DELIVERY_STATUSES", "DeploymentStatus", "SupervisorState", "UnclaimableTask", "status",
+           "supervisors", "unclaimable_tasks"]
 
 DELIVERY_STATUSES = ("pending", "delivering", "delivered", "retrying", "dead", "suppressed")
 """Every status a delivery row can have, in lifecycle order."""
 
-UNRESPONSIVE_AFTER_BEATS = 3
-"""A supervisor that wrote no heartbeat for this many of its heartbeat intervals is
-reported unresponsive (it may be paused, partitioned or dead)."""
-
 
 @dataclass(frozen=True, slots=True)
-class SupervisorState:
-    """One supervisor row and what it means now.
+class UnclaimableTask:
+    """A task waiting for an agent that no live supervisor offers.
 
     Attributes:
-        state: the stored status (``running``, ``clock_uncertain``, ``stopped``, ...),
-            or ``unresponsive`` when a non-stopped supervisor missed its heartbeats.
-        silent_seconds: seconds since its last heartbeat.
-        row: the stored row (supervisor_id, hostname, pid, started_at, heartbeat_at,
-            status, clock_offset_ms, detail).
+        status: ``pending`` (never claimed, or a retry) or ``running`` (its lease
+            expired and no live supervisor can take it over).
+        waiting_since: when it could first have been claimed (``not_before``, or the
+            lease's expiry for a takeover), UTC.
+        waited_seconds: seconds from ``waiting_since`` to the ``now`` of the read.
+        expires_at: past this instant a first attempt follows ``late_policy``.
     """
 
-    state: str
-    silent_seconds: float
-    row: dict[str, Any]
+    tenant_id: str
+    task_id: int
+    definition_id: str
+    binding_id: str
+    slot: str
+    kind: str
+    agent: str
+    status: str
+    late_policy: str
+    attempts: int
+    waiting_since: datetime
+    waited_seconds: float
+    expires_at: datetime
 
-    def to_json(self) -> dict[str, Any]:
-        """The row plus ``state`` and ``silent_seconds``."""
-        return {**self.row, "state": self.state, "silent_seconds": round(self.silent_seconds, 3)}
+
+async def supervisors(db: Database, now: datetime) -> list[SupervisorState]:
+    """Every supervisor that heartbeat against ``db`` (newest first), with its liveness
+    at ``now`` (aware) and the agents and sources it offers.
+
+    Raises:
+        ValueError: ``now`` is naive.
+        DatabaseUnavailable: the store failed.
+    """
+    return await supervisor_states(db, now)
+
+
+async def unclaimable_tasks(db: Database, now: datetime, *, tenant_id: str | None = None,
+                            limit: int = 100) -> list[UnclaimableTask]:
+    """Due tasks whose agent no live supervisor offers at ``now`` (aware), longest wait
+    first, at most ``limit`` (>= 1); one tenant's, or every tenant's but the replays'.
+
+    Empty while a live supervisor's heartbeat does not name its agents (an earlier
+    version, which claims tasks of any agent). ``watchkeeper tick`` writes no
+    heartbeat: a task only it can run shows here between its runs.
+
+    Raises:
+        ValueError: ``now`` is naive, or ``limit`` is below 1.
+        DatabaseUnavailable: the store failed.
+    """
+    if limit < 1:
+        raise ValueError(f"limit is {limit}. Fix: ask for at least 1 task.")
+    offered = offered_agents(await supervisor_states(db, now))
+    if offered is None:
+        return []
+    rows = await db.fetch("tasks_unclaimable", now, sorted(offered), limit, tenant_id)
+    return [UnclaimableTask(
+        r["tenant_id"], r["task_id"], r["definition_id"], r["binding_id"], r["slot"], r["kind"],
+        r["agent"], r["status"], r["late_policy"], r["attempts"], r["waiting_since"],
+        (now - r["waiting_since"]).total_seconds(), r["expires_at"]) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
 class DeploymentStatus:
-    """Supervisors (newest heartbeat first), deliveries by status, and the instant the
-    oldest due notice has been waiting since (``None`` when nothing is due)."""
+    """Supervisors (newest heartbeat first, with liveness), the tasks no live supervisor
+    can take, deliveries by status, and the instant the oldest due notice has been
+    waiting since (``None`` when nothing is due)."""
 
     supervisors: list[SupervisorState]
+    unclaimable: list[UnclaimableTask] = field(default_factory=list)
     deliveries: dict[str, int] = field(default_factory=dict)
     oldest_due: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible data (instants stay datetimes for the caller's encoder)."""
-        return {"supervisors": [s.to_json() for s in self.supervisors],
+        return {"supervisors": [asdict(s) for s in self.supervisors],
+                "unclaimable": [asdict(t) for t in self.unclaimable],
                 "deliveries": self.deliveries, "oldest_due": self.oldest_due}
 
 
-async def status(db: Database, now: datetime) -> DeploymentStatus:
-    """Read the supervisors and the outbox backlog as of ``now`` (an aware instant)."""
-    states = []
-    for r in await db.fetch("supervisors_list"):
-        row = dict(r)
-        every = float((row["detail"] or {}).get("heartbeat_seconds", 5))
-        silent = (now - row["heartbeat_at"]).total_seconds()
-        state = row["status"]
-        if state != "stopped" and silent > UNRESPONSIVE_AFTER_BEATS * every:
-            state = "unresponsive"
-        states.append(SupervisorState(state, silent, row))
+async def status(db: Database, now: datetime, *, tenant_id: str | None = None) -> DeploymentStatus:
+    """The deployment as of ``now`` (aware): supervisors, unclaimable tasks (of one
+    tenant, or all), and the outbox backlog.
+
+    Raises:
+        ValueError: ``now`` is naive.
+    """
     summary = await db.fetch("deliveries_summary")
     due = [r["oldest_due"] for r in summary if r["oldest_due"] is not None]
-    return DeploymentStatus(states, {r["status"]: r["count"] for r in summary},
-                            min(due, default=None))
+    return DeploymentStatus(await supervisors(db, now),
+                            await unclaimable_tasks(db, now, tenant_id=tenant_id),
+                            {r["status"]: r["count"] for r in summary}, min(due, default=None))

@@ -131,6 +131,7 @@ def replay_cmd(
     source_version: Annotated[str, typer.Option(help="The series' source version.")] = "1",
     keep: Annotated[bool, typer.Option(help="Keep the replay's tenant for history and SQL "
                                        "(default: removed once the replay has printed).")] = False,
+    agent: Annotated[list[str], typer.Option(help=_AGENT_HELP)] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per event per line.")] = False,
 ) -> None:
     """Replay conditional definitions over a historical series on a virtual clock.
@@ -140,6 +141,7 @@ def replay_cmd(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     config = settings()
+    catalog = agents_from(agent)
     every: str | float | None = poll_every
     if poll_every is not None and poll_every.replace(".", "", 1).isdigit():
         every = float(poll_every)
@@ -171,7 +173,8 @@ def replay_cmd(
 
         async def run(db: Database, config: Settings) -> uc.ReplaySummary:
             return await uc.replay(db, items, source, start=start, end=end, home=config.home,
-                                   on_event=show, on_progress=moved, keep=keep)
+                                   on_event=show, on_progress=moved, keep=keep,
+                                   agents=catalog)
 
         summary = with_db(run)
     actions = ", ".join(f"{k} {v}" for k, v in sorted(summary.actions.items()))

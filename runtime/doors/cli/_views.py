@@ -51,10 +51,13 @@ def users_list(tenant: Annotated[str | None, typer.Option()] = None,
 
 
 @app.command("status")
-def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Supervisors (heartbeat, status, clock offset) and the outbox backlog."""
+def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant's waiting "
+                                                          "tasks.")] = None,
+               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Supervisors (liveness, clock offset, agents and sources they offer), tasks no
+    running supervisor can take, and the outbox backlog."""
     async def run(db: Database, _: Settings) -> uc.DeploymentStatus:
-        return await uc.status(db, datetime.now(UTC))
+        return await uc.status(db, datetime.now(UTC), tenant_id=tenant)
     state = with_db(run)
     if as_json:
         emit_json(state.to_json())
@@ -62,12 +65,19 @@ def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None
     if not state.supervisors:
         out.print("no supervisor has run against this database yet")
     for s in state.supervisors:
-        r = s.row
-        offset = "" if r["clock_offset_ms"] is None else f", clock offset {r['clock_offset_ms']:.0f} ms"
-        shown = (f"unresponsive (no heartbeat for {s.silent_seconds:.0f} s; was {r['status']})"
-                 if s.state == "unresponsive" else s.state)
-        out.print(f"{r['supervisor_id']}: {shown}, last heartbeat "
-                  f"{format_utc(r['heartbeat_at'])}{offset}")
+        offset = "" if s.clock_offset_ms is None else f", clock offset {s.clock_offset_ms:.0f} ms"
+        shown = s.status if s.live or s.status == "stopped" else (
+            f"unresponsive (no heartbeat for {s.silent_seconds:.0f} s; was {s.status})")
+        offers = ("" if s.agents is None else
+                  f"; agents {', '.join(s.agents) or 'none'}, sources {', '.join(s.sources or ()) or 'none'}")
+        out.print(f"{s.supervisor_id}: {shown}, last heartbeat {format_utc(s.heartbeat_at)}"
+                  f"{offset}{offers}", soft_wrap=True)
+    for task in state.unclaimable:
+        out.print(f"[yellow]waiting[/] {task.tenant_id}/#{task.task_id} {escape(task.definition_id)} "
+                  f"{task.slot}: no running supervisor offers agent {task.agent!r} (waited "
+                  f"{task.waited_seconds:.0f} s; {_WHEN_EXPIRED[task.late_policy]} after "
+                  f"{format_utc(task.expires_at)}); start one with --agent {task.agent}=COMMAND",
+                  soft_wrap=True)
     counts = state.deliveries
     summary = ", ".join(f"{counts[k]} {k}" for k in uc.DELIVERY_STATUSES if counts.get(k))
     out.print(f"outbox: {summary or 'empty'}"
@@ -77,19 +87,35 @@ def status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None
                   " fix the destination, then watchkeeper redeliver ID --tenant T")
 
 
+_WHEN_EXPIRED = {"skip_expired": "expires", "review_late": "goes to review",
+                 "catch_up_once": "runs late once an agent is there"}
+
+
 @app.command("list")
 def list_cmd(
     tenant: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List definitions with their status and next due time."""
-    async def run(db: Database, _: Settings) -> list[dict[str, Any]]:
-        return await uc.list_definitions(db, tenant)
-    rows = with_db(run)
+    async def run(db: Database, _: Settings) -> tuple[list[dict[str, Any]], list[Any]]:
+        return (await uc.list_definitions(db, tenant),
+                await uc.unclaimable_tasks(db, datetime.now(UTC), tenant_id=tenant))
+    rows, waiting = with_db(run)
+    by_definition: dict[tuple[str, str], list[Any]] = {}
+    for task in waiting:
+        by_definition.setdefault((task.tenant_id, task.definition_id), []).append(task)
+    for row in rows:
+        row["waiting_for_agent"] = [
+            {"task_id": t.task_id, "agent": t.agent, "waited_seconds": t.waited_seconds}
+            for t in by_definition.get((row["tenant_id"], row["definition_id"]), [])]
     if as_json:
         emit_json(rows)
-    else:
-        out.print(definitions_table(rows))
+        return
+    out.print(definitions_table(rows))
+    for task in waiting:
+        out.print(f"{task.tenant_id}/{escape(task.definition_id)}: task #{task.task_id} waits "
+                  f"{task.waited_seconds / 60:.0f} min for agent {task.agent!r} (no running "
+                  "supervisor offers it)", soft_wrap=True)
 
 
 @app.command("show")

@@ -314,11 +314,13 @@ RETURNING tenant_id, definition_id, slot;
 -- name: tasks_claim
 -- A worker claims due pending tasks; each gets a lease and a fresh fencing token.
 -- $5: only this tenant's tasks (a replay's worker), or NULL for every tenant but the
--- replays' (they run on a virtual clock: '_replay-...').
+-- replays' (they run on a virtual clock: '_replay-...'). $6: the agent names this worker
+-- has: a task whose agent it lacks is left pending for a supervisor that has it.
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
     WHERE status = 'pending' AND not_before <= $1
       AND CASE WHEN $5::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $5 END
+      AND agent = ANY($6::text[])
     ORDER BY not_before, task_id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -333,11 +335,13 @@ WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
 RETURNING t.*;
 
 -- name: tasks_take_over
--- Running tasks whose lease expired get a new owner and a newer fencing token.
+-- Running tasks whose lease expired get a new owner and a newer fencing token; $6 as
+-- in tasks_claim (only a worker that has the task's agent takes it over).
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
     WHERE status = 'running' AND lease_expires_at < $1
       AND CASE WHEN $5::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $5 END
+      AND agent = ANY($6::text[])
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -348,6 +352,43 @@ SET lease_owner = $3, lease_token = nextval('lease_tokens'),
 FROM c
 WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
 RETURNING t.*;
+
+-- name: task_unclaimable_expired_lock
+-- The lateness rule for a task that waited for its agent: a first attempt (never
+-- claimed, not late, not released from a queue_one hold) past its expires_at whose agent
+-- is not in $2 (what the live supervisors and this worker offer), under a policy that
+-- decides at expiry (skip_expired, review_late; catch_up_once waits to run late).
+-- $3 as in tasks_claim.
+SELECT tenant_id, task_id, agent, late_policy, not_before, expires_at
+FROM tasks
+WHERE status = 'pending' AND not_before < $1 AND expires_at < $1
+  AND attempts = 0 AND NOT late AND held_behind IS NULL
+  AND late_policy IN ('skip_expired', 'review_late')
+  AND NOT (agent = ANY($2::text[]))
+  AND CASE WHEN $3::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $3 END
+ORDER BY expires_at, tenant_id, task_id
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: task_unclaimable_expire
+UPDATE tasks SET status = $3, status_reason = $4, finished_at = $5
+WHERE tenant_id = $1 AND task_id = $2 AND status = 'pending'
+RETURNING task_id;
+
+-- name: tasks_unclaimable
+-- Tasks waiting for an agent that nobody offers ($2: the agents the live supervisors
+-- offer): due pending ones, and running ones whose lease expired (waiting for a
+-- takeover); longest wait first. $4: one tenant, or NULL for every tenant but the
+-- replays'.
+SELECT tenant_id, task_id, definition_id, binding_id, slot, kind, agent, status, late_policy,
+       attempts, not_before, expires_at,
+       CASE WHEN status = 'pending' THEN not_before ELSE lease_expires_at END AS waiting_since
+FROM tasks
+WHERE ((status = 'pending' AND not_before <= $1) OR (status = 'running' AND lease_expires_at < $1))
+  AND NOT (agent = ANY($2::text[]))
+  AND CASE WHEN $4::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $4 END
+ORDER BY waiting_since, tenant_id, task_id
+LIMIT $3;
 
 -- name: runs_mark_lease_lost
 UPDATE runs SET outcome = 'lease_lost', finished_at = $3,
@@ -763,7 +804,9 @@ JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, user_id)
 -- A task's run budget spans its attempts: what the earlier ones used.
 SELECT coalesce(sum((usage->>'model_requests')::bigint), 0) AS model_requests,
        coalesce(sum((usage->>'tool_attempts')::bigint), 0) AS tool_attempts,
-       coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd
+       coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd,
+       coalesce(sum((usage->>'input_tokens')::bigint), 0) AS input_tokens,
+       coalesce(sum((usage->>'output_tokens')::bigint), 0) AS output_tokens
 FROM runs WHERE tenant_id = $1 AND task_id = $2 AND outcome <> 'running';
 
 -- name: tasks_release_orphaned_holds
