@@ -198,8 +198,9 @@ async def test_a_relay_never_sees_an_uncommitted_report(world: World, db_dsn: st
     await world.reports(1)
     row = await world.db.pool.fetchrow("DELETE FROM deliveries RETURNING *")
     import asyncpg
+    from watchkeeper.runtime.store._db import server_settings
 
-    writer = await asyncpg.connect(db_dsn)
+    writer = await asyncpg.connect(db_dsn, server_settings=server_settings(world.db.schema))
     try:
         tx = writer.transaction()
         await tx.start()
