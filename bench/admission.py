@@ -199,6 +199,9 @@ WHERE status IN ('pending', 'held')
 
 # ---------------------------------------------------------------- databases
 
+SEARCH_PATH = _db.server_settings(_db.DEFAULT_SCHEMA)
+"""Raw connections see watchkeeper's schema (its tables are not in public)."""
+
 
 def with_database(dsn: str, name: str) -> str:
     """``dsn`` pointing at database ``name``."""
@@ -213,7 +216,7 @@ def database_of(dsn: str) -> str:
 
 async def run_sql(dsn: str, *statements: str, args: Sequence[Any] = ()) -> None:
     """Execute statements on a fresh connection (outside any timer)."""
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
     try:
         for statement in statements:
             await conn.execute(statement, *args)
@@ -223,7 +226,7 @@ async def run_sql(dsn: str, *statements: str, args: Sequence[Any] = ()) -> None:
 
 async def fetch_one(dsn: str, query: str, *args: Any) -> asyncpg.Record:
     """The first row of ``query`` on a fresh connection."""
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
     try:
         row = await conn.fetchrow(query, *args)
     finally:
@@ -324,7 +327,7 @@ class ServerCpu:
     @classmethod
     async def of(cls, dsn: str) -> ServerCpu:
         """Find the postmaster as the parent of a backend of ``dsn``."""
-        conn = await asyncpg.connect(dsn)
+        conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
         try:  # look while the backend is alive
             backend = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
             return cls(backend.parent() if "postgres" in backend.name() else None)
@@ -476,7 +479,7 @@ async def raw_rate(dsn: str, slot: Slot, now: datetime, count: int, cpu: ServerC
     """Insert ``count`` rows in 1000-row unnest batches into a new scratch table."""
     batches = raw_batches(slot, now, count)
     version = tzdata_version()
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
     try:
         await conn.execute("DROP TABLE IF EXISTS bench_raw_occurrences")
         await conn.execute(RAW_TABLE_SQL)
@@ -642,7 +645,7 @@ async def replay(dsn: str, events: Sequence[tuple[str, str, tuple[Any, ...]]],
     What is left is the SQL floor of this admission design: driver encode/decode,
     round trips and the server's work.
     """
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
     await _db._init_connection(conn)
     try:
         cpu_before, process_before = cpu.sample(dsn), time.process_time()

@@ -6,6 +6,8 @@ variable                        meaning                                  default
 ``DATABASE_URL``                PostgreSQL DSN; unset: embedded server   unset
 ``WATCHKEEPER_HOME``            data dir: embedded PostgreSQL, file      user data
                                 deliveries, artifacts                    dir
+``WATCHKEEPER_SCHEMA``          the PostgreSQL schema of every table     watchkeeper
+                                watchkeeper creates (never ``public``)
 ``WATCHKEEPER_TOKEN``           a user's API token (confirm, pause, ...) unset
 ``WATCHKEEPER_MIN_INTERVAL``    minimum interval resolution, seconds     60
 ``WATCHKEEPER_CLOCK_SKEW_BUDGET`` max offset to PostgreSQL's clock, s    2
@@ -24,9 +26,11 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ._errors import ConfigError
+from .store._db import DEFAULT_SCHEMA, check_schema
 from .store._embedded import default_home
 
 __all__ = ["Settings"]
@@ -40,6 +44,10 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "WATCHKEEPER_DATABASE_URL"))
     home: Path = Field(default_factory=default_home)
+    # Not named ``schema``, which would shadow BaseModel.schema (a pydantic warning); the
+    # one alias is the variable's full name (an alias is also read as an environment
+    # variable: a bare "schema" would pick up an unrelated SCHEMA).
+    schema_: str = Field(default=DEFAULT_SCHEMA, validation_alias="WATCHKEEPER_SCHEMA")
     token: str | None = None
     min_interval: float = Field(default=60.0, gt=0)
     clock_skew_budget: float = Field(default=2.0, gt=0)
@@ -49,6 +57,20 @@ class Settings(BaseSettings):
     delivery_max_attempts: int = Field(default=8, ge=1, le=100)
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
+
+    @field_validator("schema_")
+    @classmethod
+    def _plain_schema(cls, value: str) -> str:
+        """A plain identifier, not ``public``, not a system schema (:func:`check_schema`)."""
+        try:
+            return check_schema(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @property
+    def schema(self) -> str:
+        """``WATCHKEEPER_SCHEMA``: where watchkeeper's tables live."""
+        return self.schema_
 
     @property
     def min_interval_delta(self) -> timedelta:

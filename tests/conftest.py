@@ -94,6 +94,17 @@ async def db_dsn(server_dsn: str, template_db: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+async def fresh_dsn(server_dsn: str) -> AsyncIterator[str]:
+    """A new, empty (unmigrated) database, dropped after the test."""
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    await _admin(server_dsn, f"CREATE DATABASE {_quoted(name)}")
+    try:
+        yield with_database(server_dsn, name)
+    finally:
+        await _admin(server_dsn, f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
+
+
+@pytest.fixture
 async def db(db_dsn: str) -> AsyncIterator[Database]:
     """An open :class:`Database` on the test's fresh database."""
     async with Database.open(db_dsn, migrate=False, max_size=8) as database:

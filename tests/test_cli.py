@@ -447,3 +447,27 @@ def test_a_next_step_never_cuts_a_quoted_name() -> None:
     assert "'demo-hook-20261201-0123456789abcdef'" in step
     assert step.count("'") == 2 and "…" in step
     assert step.endswith("watchkeeper redeliver d1 --tenant demo")
+
+
+async def test_configuration_errors_exit_2_and_the_schema_is_honoured(
+        db: Database, db_dsn: str, tmp_path: Path) -> None:
+    """A database that does not exist and a DSN that is not a URL are configuration
+    (exit 2, with the fix); WATCHKEEPER_SCHEMA puts the CLI's tables in that schema."""
+    from conftest import with_database
+
+    missing = with_database(db_dsn, "wk_no_such_database")
+    code, _, err = await cli("list", dsn=missing, home=tmp_path, check=False)
+    assert code == 2 and "does not exist" in err and "createdb wk_no_such_database" in err, err
+    code, _, err = await cli("list", dsn="notaurl", home=tmp_path, check=False)
+    assert code == 2 and "Fix" in err and "Traceback" not in err
+    env_schema = {"WATCHKEEPER_SCHEMA": "public"}
+    os.environ.update(env_schema)
+    try:
+        code, _, err = await cli("list", dsn=db_dsn, home=tmp_path, check=False)
+        assert code == 2 and "WATCHKEEPER_SCHEMA" in err and "WATCHKEEPER_WATCHKEEPER" not in err
+        os.environ["WATCHKEEPER_SCHEMA"] = "wk_cli"
+        await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+    finally:
+        os.environ.pop("WATCHKEEPER_SCHEMA", None)
+    assert await db.pool.fetchval("SELECT count(*) FROM wk_cli.users") == 1
+    assert await db.pool.fetchval("SELECT count(*) FROM watchkeeper.users") == 0

@@ -202,7 +202,9 @@ async def test_a_relay_never_sees_an_uncommitted_report(world: World, db_dsn: st
     row = await world.db.pool.fetchrow("DELETE FROM deliveries RETURNING *")
     import asyncpg
 
-    writer = await asyncpg.connect(db_dsn)
+    from watchkeeper.runtime.store._db import server_settings
+
+    writer = await asyncpg.connect(db_dsn, server_settings=server_settings(world.db.schema))
     try:
         tx = writer.transaction()
         await tx.start()

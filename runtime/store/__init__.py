@@ -2,7 +2,9 @@
 
 Lives here: the connection pool and named queries (``_db``: every statement is named in
 ``sql/queries.sql``, every schema change is a numbered file in ``sql/migrations/``,
-asyncpg errors are translated at this boundary), the embedded PostgreSQL server for when
+asyncpg errors are translated at this boundary; every table lives in watchkeeper's own
+PostgreSQL schema, never ``public``), the one-time move of a first-release install out of
+``public`` (``_legacy``), the embedded PostgreSQL server for when
 ``DATABASE_URL`` is unset (``_embedded``, with the POSIX ACL helper ``_acl``), and the
 per-process cache of parsed stored specs (``_specs``).
 
@@ -10,18 +12,21 @@ May import: ``watchkeeper.triggers`` (value types) and ``watchkeeper.runtime._er
 Never the engine, the use cases or a door (an import-linter layers contract).
 """
 
+from ._db import DEFAULT_SCHEMA as DEFAULT_SCHEMA
 from ._db import Connection as Connection
 from ._db import Database as Database
 from ._db import JsonText as JsonText
 from ._db import Migration as Migration
 from ._db import StoreError as StoreError
+from ._db import check_schema as check_schema
 from ._db import migrations as migrations
+from ._db import server_settings as server_settings
 from ._embedded import EmbeddedPostgresError as EmbeddedPostgresError
 from ._embedded import default_home as default_home
 from ._embedded import embedded_postgres as embedded_postgres
 from ._specs import spec_from_json as spec_from_json
 from ._specs import spec_from_row as spec_from_row
 
-__all__ = ["Connection", "Database", "EmbeddedPostgresError", "JsonText", "Migration",
-           "StoreError", "default_home", "embedded_postgres", "migrations", "spec_from_json",
-           "spec_from_row"]
+__all__ = ["DEFAULT_SCHEMA", "Connection", "Database", "EmbeddedPostgresError", "JsonText",
+           "Migration", "StoreError", "check_schema", "default_home", "embedded_postgres",
+           "migrations", "server_settings", "spec_from_json", "spec_from_row"]

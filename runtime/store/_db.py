@@ -1,15 +1,28 @@
 """PostgreSQL access: pool, named queries, migrations, error translation.
 
-SQL lives in ``runtime/sql``: numbered migrations in ``migrations/NNNN_name.sql``
+SQL lives in ``runtime/store/sql``: numbered migrations in ``migrations/NNNN_name.sql``
 and every runtime statement in ``queries.sql`` under ``-- name: <name>`` headers
 (procrastinate's layout). Every statement is parameterized. asyncpg errors are
 translated here (:func:`translated`) and never leave :mod:`runtime`.
+
+Everything watchkeeper creates lives in one schema of its own (``watchkeeper`` unless
+``WATCHKEEPER_SCHEMA`` says otherwise), never in ``public``, so it can share an
+application's database. The mechanism is the connection's ``search_path``, sent as a
+startup parameter (:func:`server_settings`) rather than a ``SET`` after connecting: a
+pooler such as PgBouncer in transaction mode can carry a startup parameter to every
+server connection it hands out (``track_extra_parameters``), never a ``SET`` made on one
+of them. Every pooled connection checks on arrival that the setting reached the server
+(:class:`ConfigError` if not), so a pooler that drops it cannot make watchkeeper write
+into ``public``. The search path names only our schema: an unqualified name never
+falls back to an application's table of the same name (``users``, ``tasks``, ...).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -21,15 +34,66 @@ from typing import Any
 import asyncpg
 
 from .._errors import CommitOutcomeUnknown, ConfigError, DatabaseUnavailable, WatchkeeperError
+from . import _legacy
 
-__all__ = ["Database", "JsonText", "StoreError", "load_queries", "migrations", "translated"]
+__all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "StoreError", "check_schema", "load_queries",
+           "migration_lock_key", "migrations", "server_settings", "translated"]
 
-_MIGRATION_LOCK = 0x77617463686B7072  # "watchkpr": pg_advisory_lock key for migrations
+log = logging.getLogger("watchkeeper.store")
+
+DEFAULT_SCHEMA = "watchkeeper"
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
+_PLAIN_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are silently truncated
 
 
 class StoreError(WatchkeeperError):
     """PostgreSQL rejected a statement for a reason that retrying will not fix."""
+
+
+def check_schema(name: str) -> str:
+    """Return ``name`` if it may be watchkeeper's schema.
+
+    A plain identifier (lowercase ASCII letters, digits, ``_``; not starting with a
+    digit; at most 63 bytes, PostgreSQL's limit), so it reads the same quoted or not.
+    Not ``public`` (the application's), not ``information_schema`` and not ``pg_*``
+    (reserved for system schemas, PostgreSQL docs "CREATE SCHEMA").
+
+    Raises:
+        ConfigError: naming the value and the fix.
+    """
+    fix = "Fix: set WATCHKEEPER_SCHEMA to a plain identifier of your own, e.g. watchkeeper."
+    if not _PLAIN_IDENTIFIER.match(name) or len(name.encode()) > _IDENTIFIER_BYTES:
+        raise ConfigError(
+            f"schema {name!r} is not a plain identifier (lowercase letters, digits and _, "
+            f"not starting with a digit, at most {_IDENTIFIER_BYTES} characters). {fix}")
+    if name == "public":
+        raise ConfigError(f"schema 'public' belongs to the application sharing the database. {fix}")
+    if name == "information_schema" or name.startswith("pg_"):
+        raise ConfigError(f"schema {name!r} is reserved for PostgreSQL's own catalogs. {fix}")
+    return name
+
+
+def server_settings(schema: str) -> dict[str, str]:
+    """The startup parameters of every watchkeeper connection: ``{"search_path": '"schema"'}``.
+
+    For a connection made outside :class:`Database` (a benchmark, a test's second writer)
+    that must see watchkeeper's tables: ``asyncpg.connect(dsn, server_settings=...)``.
+
+    Raises:
+        ConfigError: ``schema`` fails :func:`check_schema`.
+    """
+    return {"search_path": f'"{check_schema(schema)}"'}
+
+
+def migration_lock_key(schema: str) -> int:
+    """The advisory-lock key (a signed 64-bit int) that serializes migrations of ``schema``.
+
+    Advisory locks are per database; the key carries the schema, so two watchkeeper
+    schemas in one database migrate independently.
+    """
+    digest = hashlib.sha256(f"watchkeeper migrations of schema {schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 _TRANSIENT = (
@@ -134,7 +198,27 @@ _BACKENDS: dict[int, datetime] = {}
 """Server pid -> backend_start of this process's connections (to settle a lost COMMIT)."""
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def _init_connection(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> None:
+    """Prepare a new pooled connection: check its search path, then
+    :func:`_prepare_connection`.
+
+    Raises:
+        ConfigError: the ``search_path`` startup parameter did not reach the server.
+    """
+    expected = server_settings(schema)["search_path"]
+    actual = await conn.fetchval(QUERIES["search_path"])
+    if actual != expected:
+        raise ConfigError(
+            f"the connection's search_path is {actual!r}, not {expected!r}: something between "
+            "watchkeeper and PostgreSQL dropped or replaced the startup parameter. Fix: remove "
+            "search_path and options from DATABASE_URL; behind PgBouncer set "
+            "track_extra_parameters = search_path (1.20+) and keep search_path out of "
+            "ignore_startup_parameters.")
+    await _prepare_connection(conn)
+
+
+async def _prepare_connection(conn: asyncpg.Connection) -> None:
+    """Codecs, the session's identity (for a lost COMMIT) and its staging tables."""
     # jsonb's binary wire format is a version byte (1) and the JSON text; binary lets the
     # COPY-based admission staging carry jsonb values too.
     await conn.set_type_codec("jsonb", encoder=_jsonb_encode, decoder=_jsonb_decode,
@@ -143,6 +227,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     row = await conn.fetchrow(QUERIES["backend_identity"])
     if row is not None:
         _BACKENDS[row["pid"]] = row["backend_start"]
+    # temporary tables: in the session's pg_temp schema, whatever the search path
     await conn.execute(QUERIES["staging_tables"])
 
 
@@ -153,26 +238,41 @@ class Database:
     ``queries.sql`` and positional parameters.
     """
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, schema: str = DEFAULT_SCHEMA) -> None:
         self.pool = pool
+        self.schema = schema
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10,
-                   migrate: bool = True) -> AsyncIterator[Database]:
+    async def open(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
+                   max_size: int = 10, migrate: bool = True) -> AsyncIterator[Database]:
         """Connect, optionally apply migrations, yield, and close.
 
+        Args:
+            dsn: a ``postgresql://`` URL (libpq defaults fill in what it leaves out).
+            schema: where every watchkeeper table lives (:func:`check_schema`); created
+                by the migration if missing, with an install of the first release moved
+                into it out of ``public`` (:mod:`._legacy`).
+
         Raises:
-            DatabaseUnavailable: the server cannot be reached.
+            ConfigError: bad configuration, with the fix in the message: an invalid
+                ``schema``, an unparsable DSN, a database that does not exist, a login
+                refused, a role not allowed to connect or to create the schema or its
+                tables, a pooler that drops ``search_path``.
+            DatabaseUnavailable: the server cannot be reached (refused, timed out, host
+                not resolved, too many connections, starting up or shutting down).
         """
-        with translated("connect"):
+        init = functools.partial(_init_connection, schema=check_schema(schema))
+        with _connecting():
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, init=_init_connection,
-                command_timeout=60,
+                dsn, min_size=min_size, max_size=max_size, init=init,
+                server_settings=server_settings(schema), command_timeout=60,
             )
         assert pool is not None
         try:
-            db = cls(pool)
+            with _connecting():  # with min_size=0 the first connection is made here
+                await pool.release(await pool.acquire())
+            db = cls(pool, schema)
             if migrate:
                 await db.migrate()
             yield db
@@ -180,13 +280,19 @@ class Database:
             await pool.close()
 
     async def migrate(self) -> list[int]:
-        """Apply pending migrations under an advisory lock; return the versions applied.
+        """Apply pending migrations to :attr:`schema` under its advisory lock; return
+        the versions applied.
+
+        Creates the schema if missing; first moves an install of the first release out
+        of ``public`` if there is one and the schema holds none (:mod:`._legacy`).
 
         Raises:
-            ConfigError: an applied migration's file changed since it was applied.
+            ConfigError: an applied migration's file changed since it was applied; the
+                role may not create the schema or its tables; the schema holds a
+                relation of the same name as one of ours that is not ours.
         """
         async with self.connection() as conn:
-            return await _migrate(conn)
+            return await _migrate(conn, self.schema)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
@@ -306,6 +412,15 @@ class Connection:
         with translated(name):
             return await self.raw.execute(QUERIES[name], *args)
 
+    async def execute_built(self, name: str, *args: Any) -> list[str]:
+        """Run a named query that builds utility statements (DDL takes no parameters: the
+        query quotes identifiers with ``format('%I')``), execute each in order, return them."""
+        statements = [row[0] for row in await self.fetch(name, *args)]
+        for statement in statements:
+            with translated(statement):
+                await self.raw.execute(statement)
+        return statements
+
     async def stage(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
         """COPY ``rows`` (binary) into this session's staging ``table`` (see the
         ``staging_tables`` query): far cheaper to encode than arrays of parameters."""
@@ -313,26 +428,110 @@ class Connection:
             await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
 
 
-async def _migrate(conn: Connection) -> list[int]:
-    await conn.execute("migration_lock", _MIGRATION_LOCK)
+@contextmanager
+def _connecting() -> Iterator[None]:
+    """Translate a failure to connect: configuration (:class:`ConfigError`, with the
+    fix) or the server out of reach (:class:`DatabaseUnavailable`, by :func:`translated`)."""
+    fix_login = ("Fix: check the user and password in DATABASE_URL, and that the server's "
+                 "pg_hba.conf admits this user from this host.")
+    with translated("connect"):
+        try:
+            yield
+        except ValueError as exc:  # asyncpg's ClientConfigurationError is one too
+            raise ConfigError(
+                f"DATABASE_URL is not a usable PostgreSQL URL: {exc}. Fix: set it to "
+                "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE.") from exc
+        except asyncpg.InvalidCatalogNameError as exc:
+            found = re.search(r'database "(.+)" does not exist', str(exc))
+            name = found.group(1) if found else "NAME"
+            raise ConfigError(
+                f'database "{name}" does not exist. Fix: create it with `createdb {name}` or '
+                "point DATABASE_URL at an existing database.") from exc
+        except (asyncpg.InvalidPasswordError,
+                asyncpg.InvalidAuthorizationSpecificationError) as exc:
+            raise ConfigError(f"PostgreSQL refused the login: {exc}. {fix_login}") from exc
+        except asyncpg.InsufficientPrivilegeError as exc:
+            raise ConfigError(
+                f"{exc}. Fix: have the database owner GRANT CONNECT ON DATABASE to the user "
+                "in DATABASE_URL, or connect as another user.") from exc
+
+
+async def _migrate(conn: Connection, schema: str) -> list[int]:
+    key = migration_lock_key(schema)
+    await conn.execute("migration_lock", key)
     try:
-        await conn.execute("migrations_table")
-        applied = {r["version"]: r["sha256"] for r in await conn.fetch("migrations_applied")}
-        done = []
-        for migration in migrations():
-            if migration.version in applied:
-                if applied[migration.version] != migration.sha256:
-                    raise ConfigError(
-                        f"migration {migration.version:04d}_{migration.name} was changed after it "
-                        "was applied; restore it and add a new numbered migration instead."
-                    )
-                continue
-            async with conn.transaction():
-                with translated(f"migration {migration.version:04d}"):
-                    await conn.raw.execute(migration.sql)
-                await conn.execute("migration_record", migration.version, migration.name,
-                                   migration.sha256)
-            done.append(migration.version)
-        return done
+        who = await conn.fetchrow("session_identity")
+        role, database = (who["role"], who["database"]) if who else ("ROLE", "DATABASE")
+        with _permission(
+                f'role "{role}" may not create schema "{schema}" in database "{database}"',
+                f'as the database owner run CREATE SCHEMA "{schema}" AUTHORIZATION "{role}" '
+                f'(or GRANT CREATE ON DATABASE "{database}" TO "{role}"), or set '
+                "WATCHKEEPER_SCHEMA to a schema this role owns"):
+            await _ensure_schema(conn, schema)
+        with _permission(
+                f'role "{role}" may not use or create tables in schema "{schema}"',
+                f'as the schema\'s owner run GRANT USAGE, CREATE ON SCHEMA "{schema}" TO '
+                f'"{role}" (or migrate as the owner and open with migrate=False)'), \
+                _foreign(schema):
+            await _legacy.adopt_public_install(conn, schema, migrations())
+            if not await conn.fetch("relations_in", schema, ["schema_migrations"]):
+                await conn.execute("migrations_table")
+            return await _apply(conn, schema)
     finally:
-        await conn.execute("migration_unlock", _MIGRATION_LOCK)
+        await conn.execute("migration_unlock", key)
+
+
+async def _ensure_schema(conn: Connection, schema: str) -> None:
+    """CREATE SCHEMA unless it exists (checked first: a role that may use a schema a
+    DBA created for it need not be allowed to create schemas)."""
+    if not await conn.fetchval("schema_present", schema):
+        await conn.execute_built("schema_create", schema)
+        log.info("created schema %s", schema)
+
+
+@contextmanager
+def _permission(problem: str, fix: str) -> Iterator[None]:
+    """A "permission denied" inside becomes :class:`ConfigError` ``"<problem> (<server's
+    words>). Fix: <fix>."``"""
+    try:
+        yield
+    except StoreError as exc:
+        if isinstance(exc.__cause__, asyncpg.InsufficientPrivilegeError):
+            raise ConfigError(f"{problem} ({exc.__cause__}). Fix: {fix}.") from exc
+        raise
+
+
+@contextmanager
+def _foreign(schema: str) -> Iterator[None]:
+    """An "already exists" from a migration means the schema holds a relation of one of
+    our names that is not ours (no bookkeeping of ours recorded it)."""
+    try:
+        yield
+    except StoreError as exc:
+        if isinstance(exc.__cause__, (asyncpg.DuplicateTableError, asyncpg.DuplicateObjectError)):
+            raise ConfigError(
+                f'schema "{schema}" already holds something watchkeeper did not create '
+                f"({exc.__cause__}). Fix: set WATCHKEEPER_SCHEMA to a schema of watchkeeper's "
+                "own.") from exc
+        raise
+
+
+async def _apply(conn: Connection, schema: str) -> list[int]:
+    applied = {r["version"]: r["sha256"] for r in await conn.fetch("migrations_applied")}
+    done = []
+    for migration in migrations():
+        if migration.version in applied:
+            if applied[migration.version] != migration.sha256:
+                raise ConfigError(
+                    f"migration {migration.version:04d}_{migration.name} in schema {schema} was "
+                    "changed after it was applied; restore it and add a new numbered "
+                    "migration instead."
+                )
+            continue
+        async with conn.transaction():
+            with translated(f"migration {migration.version:04d}"):
+                await conn.raw.execute(migration.sql)
+            await conn.execute("migration_record", migration.version, migration.name,
+                               migration.sha256)
+        done.append(migration.version)
+    return done

@@ -109,7 +109,8 @@ def settings() -> Settings:
     except pydantic.ValidationError as exc:
         for problem in exc.errors():
             name = str(problem["loc"][0]).upper()
-            name = name if name == "DATABASE_URL" else f"WATCHKEEPER_{name}"
+            if not name.startswith(("WATCHKEEPER_", "DATABASE_URL")):
+                name = f"WATCHKEEPER_{name}"
             err.print(f"[red]error:[/] setting {name}: {escape(str(problem['msg']))}. "
                       f"Fix: set {name} to a valid value or unset it.")
         raise typer.Exit(2) from exc
@@ -123,7 +124,7 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]]) -> T:
         with database_server(config) as dsn:
 
             async def run() -> T:
-                async with Database.open(dsn) as db:
+                async with Database.open(dsn, schema=config.schema) as db:
                     return await fn(db, config)
 
             return anyio.run(run)

@@ -7,7 +7,31 @@ SELECT pg_advisory_lock($1::bigint);
 -- name: migration_unlock
 SELECT pg_advisory_unlock($1::bigint);
 
+-- name: search_path
+-- Every watchkeeper connection's search path is its own schema and nothing else
+-- (a startup parameter, checked on arrival: runtime/store/_db.py).
+SELECT current_setting('search_path');
+
+-- name: session_identity
+SELECT current_user AS role, current_database() AS database;
+
+-- name: schema_present
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1);
+
+-- name: schema_create
+-- A utility statement takes no parameters: format's %I quotes the validated name.
+SELECT format('CREATE SCHEMA IF NOT EXISTS %I', $1::text);
+
+-- name: relations_in
+-- Which of the relations named $2 exist in schema $1, and of which kind
+-- (r table, S sequence, i index, v view, ...).
+SELECT c.relname AS name, c.relkind::text AS kind
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2::text[])
+ORDER BY c.relname;
+
 -- name: migrations_table
+-- Unqualified: created in the first schema of the search path, watchkeeper's own.
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
@@ -20,6 +44,38 @@ SELECT version, sha256 FROM schema_migrations ORDER BY version;
 
 -- name: migration_record
 INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3);
+
+-- ------------------------------------------- an install of the first release, in public
+-- The first release migrated with the default search path: its tables, its sequence
+-- and its schema_migrations are in public. runtime/store/_legacy.py moves them, once.
+
+-- name: legacy_bookkeeping_columns
+-- public.schema_migrations's columns, in order (ours: version, name, sha256, applied_at);
+-- NULL when there is no such table.
+SELECT array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ORDER BY a.attnum)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relname = 'schema_migrations' AND c.relkind = 'r'
+  AND a.attnum > 0 AND NOT a.attisdropped;
+
+-- name: legacy_lock
+-- Database-wide, for this transaction: $1 is the key the first release took to
+-- migrate public, so a move never races that release's migrator nor another
+-- schema's move of the same install.
+SELECT pg_advisory_xact_lock($1::bigint);
+
+-- name: migrations_applied_in_public
+SELECT version, name, sha256 FROM public.schema_migrations ORDER BY version;
+
+-- name: legacy_move_statements
+-- One ALTER ... SET SCHEMA per relation, in the order given: $2 names, $3 kinds
+-- ('r' table, 'S' sequence). A table takes its indexes, constraints, row type and
+-- identity sequences along; values, grants and OIDs are kept.
+SELECT format('ALTER %s public.%I SET SCHEMA %I',
+              CASE o.kind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, o.name, $1::text)
+FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS o (name, kind, n)
+ORDER BY o.n;
 
 -- name: staging_tables
 -- Per-session staging for set-based admission: COPY (binary) in, INSERT ... SELECT out.
