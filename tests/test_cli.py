@@ -126,16 +126,17 @@ async def test_bad_specs_are_refused_and_store_nothing(db: Database, db_dsn: str
     code, _, err = await cli("propose", str(path), "--tenant", "demo", "--id", "x", "--owner",
                              "alice", dsn=db_dsn, home=tmp_path, check=False)
     assert code == 2
-    assert f"error: {field}" in " ".join(err.split())
+    assert f"error: {field}:" in " ".join(err.split()) or f"- {field}:" in err
     assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 0
 
 
 @pytest.mark.parametrize(
     ("body", "field"),
     [('[[definitions]]\nid = "x"\ncron = "0 9 * * 1"\nzone = "UTC"\nevery = 60\n'
-      '[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\nowner_user_id = "u"\n', "cron"),
+      '[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\nowner_user_id = "u"\n',
+      "definitions.0.cron"),
      ('[[definitions]]\nid = "x"\n[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\n'
-      'owner_user_id = "u"\n', "cron")],
+      'owner_user_id = "u"\n', "definitions.0.cron")],
 )
 async def test_register_needs_exactly_one_cadence(db: Database, db_dsn: str, tmp_path: Path,
                                                   body: str, field: str) -> None:

@@ -33,7 +33,7 @@ from typing import Literal
 
 from croniter import CroniterBadCronError, CroniterError, croniter
 
-from ._errors import NonAdvancingScheduleError, NoOccurrenceError, SpecError
+from ._errors import NonAdvancingScheduleError, NoOccurrenceError, SpecError, SpecProblems
 from ._slots import Slot, SlotSkip, cron_slot_key
 from ._zones import WallKind, WallTime, classify_wall, load_zone
 
@@ -82,8 +82,11 @@ class CronExpression:
                 "write e.g. '0 9 * * 1' for 09:00 every Monday; seconds, years and "
                 "@nicknames are not supported.",
             )
-        for index, value in enumerate(fields):
-            _check_field(index, value, field)
+        found = SpecProblems()
+        for index, value in enumerate(fields):  # every bad field at once
+            with found.check():
+                _check_field(index, value, field)
+        found.raise_if_any()
         normal = " ".join(_vixie(index, value) for index, value in enumerate(fields))
         try:
             expanded, _ = croniter.expand(normal)
