@@ -100,6 +100,7 @@ from ._units import Quantity as Quantity
 from ._units import Unit as Unit
 from ._units import check_currency as check_currency
 from ._units import check_unit as check_unit
+from ._units import define_units as define_units
 from ._units import in_range as in_range
 from ._units import parse_quantity as parse_quantity
 from ._units import registry as unit_registry
@@ -132,4 +133,5 @@ __all__ = [
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
     "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
+    "define_units",
 ]
