@@ -26,7 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from watchkeeper.triggers import SpecError, define_units
 
@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
     units_file: Path | None = None
+
+    @field_validator("units_file", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        """``WATCHKEEPER_UNITS_FILE=`` (empty) means unset, not the current directory."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def min_interval_delta(self) -> timedelta:

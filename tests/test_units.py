@@ -146,6 +146,13 @@ def test_load_units_file_names_the_file_and_line(tmp_path: Path) -> None:
     assert info.value.field == "WATCHKEEPER_UNITS_FILE"
 
 
+def test_an_empty_units_file_setting_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """WATCHKEEPER_UNITS_FILE= (empty) is no file, not the current directory."""
+    monkeypatch.setenv("WATCHKEEPER_UNITS_FILE", "")
+    assert Settings().units_file is None
+    assert load_units_file(Settings()) == []
+
+
 def test_a_series_names_every_unknown_unit_with_its_lines_and_subjects(tmp_path: Path) -> None:
     """Two unknown units over four rows, a bad currency and a bad number: one error with
     one line each, naming every line and subject; good rows do not hide them."""
