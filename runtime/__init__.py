@@ -45,6 +45,7 @@ from ._errors import NotFound as NotFound
 from ._errors import StaleLease as StaleLease
 from ._errors import WatchkeeperError as WatchkeeperError
 from ._settings import Settings as Settings
+from ._settings import load_units_file as load_units_file
 from .engine import AgentCatalog as AgentCatalog
 from .engine import AgentContext as AgentContext
 from .engine import AgentResult as AgentResult
@@ -96,5 +97,5 @@ __all__ = [
     "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
     "tick", "Settings", "LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
-    "Worker", "unclaimable_tasks",
+    "Worker", "unclaimable_tasks", "load_units_file",
 ]

@@ -18,6 +18,8 @@ variable                        meaning                                  default
 ``WATCHKEEPER_DELIVERY_MAX_AGE`` seconds after the commit a notice may   86400
                                 still be retried
 ``WATCHKEEPER_WEBHOOK_TIMEOUT`` webhook connect/read/write timeout, s    10
+``WATCHKEEPER_UNITS_FILE``      extra unit definitions (pint syntax),    unset
+                                read by :func:`load_units_file`
 =============================== ======================================== =========
 """
 
@@ -29,11 +31,13 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from watchkeeper.triggers import SpecError, define_units
+
 from ._errors import ConfigError
 from .store._db import DEFAULT_SCHEMA, check_schema
 from .store._embedded import default_home
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "load_units_file"]
 
 
 class Settings(BaseSettings):
@@ -57,6 +61,13 @@ class Settings(BaseSettings):
     delivery_max_attempts: int = Field(default=8, ge=1, le=100)
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
+    units_file: Path | None = None
+
+    @field_validator("units_file", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        """``WATCHKEEPER_UNITS_FILE=`` (empty) means unset, not the current directory."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("schema_")
     @classmethod
@@ -76,3 +87,34 @@ class Settings(BaseSettings):
     def min_interval_delta(self) -> timedelta:
         """``min_interval`` as a timedelta."""
         return timedelta(seconds=self.min_interval)
+
+
+def load_units_file(settings: Settings) -> list[str]:
+    """Add the units of ``WATCHKEEPER_UNITS_FILE`` (``settings.units_file``) to the
+    shared unit registry; call it once at startup, before any spec or series is read.
+
+    The file holds pint definitions, one per line (``ppq = 1e-15``,
+    ``AQI = [air_quality_index]``; ``#`` starts a comment); see
+    :func:`watchkeeper.triggers.define_units` for what is refused. Calling it again
+    with the same file adds nothing.
+
+    Returns:
+        The names defined (empty when the setting is unset).
+
+    Raises:
+        SpecError: field ``WATCHKEEPER_UNITS_FILE`` when the file cannot be read or is
+            not UTF-8; otherwise one problem per refused line, field
+            ``"<path>:<line>"``.
+    """
+    path = settings.units_file
+    if path is None:
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("WATCHKEEPER_UNITS_FILE", f"cannot read {path}: {exc.strerror}.",
+                        "check the path, or unset WATCHKEEPER_UNITS_FILE.") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError("WATCHKEEPER_UNITS_FILE", f"{path}: not UTF-8 text (byte {exc.start}).",
+                        "save it as UTF-8.") from exc
+    return define_units(text, str(path))

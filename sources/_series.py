@@ -102,9 +102,14 @@ def parse_value(text: str, where: str) -> Decimal | None:
 def read_series_csv(path: Path) -> list[SeriesRow]:
     """Read a series CSV (see the module docstring).
 
+    Every row is checked before the file is refused, so one error names every bad
+    row: a unit or currency that is not known is named once with every line and
+    subject that uses it; other bad rows (an instant, a number, a cell count) are
+    named one by one (the first :data:`MAX_LISTED` of them, then a count).
+
     Raises:
-        SeriesError: a wrong header or a bad row (named by line number): a bad instant,
-            number, unit or currency code.
+        SeriesError: a wrong header, or bad rows (named by line number): a bad
+            instant, number, unit or currency code.
         OSError: the file cannot be read.
     """
     try:
@@ -115,6 +120,10 @@ def read_series_csv(path: Path) -> list[SeriesRow]:
         raise SeriesError(f"{path}: not a CSV file the reader accepts ({exc})") from exc
 
 
+MAX_LISTED = 20
+"""Bad rows (other than unknown units and currencies) one error lists one by one."""
+
+
 def _read_rows(path: Path) -> list[SeriesRow]:
     with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is not a header
         reader = csv.reader(handle)
@@ -122,25 +131,91 @@ def _read_rows(path: Path) -> list[SeriesRow]:
         if header is None or tuple(h.strip() for h in header) != HEADER:
             raise SeriesError(f"{path}: the header must be {','.join(HEADER)}, not "
                               f"{','.join(header or [])!r}")
-        rows = []
+        rows: list[SeriesRow] = []
+        bad = _BadRows(path)
         for number, cells in enumerate(reader, start=2):
             if not cells or all(not c.strip() for c in cells):
                 continue
-            where = f"{path}:{number}"
-            if len(cells) != len(HEADER):
-                raise SeriesError(f"{where}: {len(cells)} cells, expected {len(HEADER)}")
-            as_of, subject, value, unit, currency = cells
-            if not subject.strip():
-                raise SeriesError(f"{where}: subject is empty")
             try:
-                if unit.strip():
-                    check_unit(unit.strip(), "unit")
-                code = check_currency(currency, "currency") if currency.strip() else None
-            except SpecError as exc:
-                raise SeriesError(f"{where}: {exc.field} {exc.problem} {exc.fix}") from exc
-            rows.append(SeriesRow(parse_instant(as_of, where), subject.strip(),
-                                  parse_value(value, where), unit.strip() or None, code))
+                row = _row(cells, f"{path}:{number}", number, bad)
+            except SeriesError as exc:
+                bad.other.append(str(exc))
+                continue
+            if row is not None:
+                rows.append(row)
+    bad.raise_if_any()
     return rows
+
+
+def _row(cells: list[str], where: str, number: int, bad: _BadRows) -> SeriesRow | None:
+    """One row, or ``None`` when its unit or currency is unknown (recorded in ``bad``).
+
+    Raises:
+        SeriesError: naming ``where``: a wrong cell count, an empty subject, a bad
+            instant or value.
+    """
+    if len(cells) != len(HEADER):
+        raise SeriesError(f"{where}: {len(cells)} cells, expected {len(HEADER)}")
+    as_of, subject, value, unit, currency = cells
+    if not subject.strip():
+        raise SeriesError(f"{where}: subject is empty")
+    instant, number_value = parse_instant(as_of, where), parse_value(value, where)
+    ok = True
+    for field, text, check in (("unit", unit, check_unit), ("currency", currency, check_currency)):
+        if text.strip():
+            try:
+                check(text.strip(), field)
+            except SpecError as exc:
+                bad.unknown(field, text.strip(), exc, number, subject.strip())
+                ok = False
+    if not ok:
+        return None
+    code = check_currency(currency, "currency") if currency.strip() else None
+    return SeriesRow(instant, subject.strip(), number_value, unit.strip() or None, code)
+
+
+class _BadRows:
+    """The bad rows of one file, gathered so one error names them all."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.other: list[str] = []
+        self.units: dict[tuple[str, str], tuple[SpecError, list[int], dict[str, None]]] = {}
+
+    def unknown(self, field: str, text: str, exc: SpecError, line: int, subject: str) -> None:
+        """Record a unit or currency that is refused, on ``line`` for ``subject``."""
+        _, lines, subjects = self.units.setdefault((field, text), (exc, [], {}))
+        lines.append(line)
+        subjects.setdefault(subject, None)
+
+    def raise_if_any(self) -> None:
+        """Raise one :class:`SeriesError` naming every bad row, if there is one.
+
+        Raises:
+            SeriesError: one line per unknown unit or currency (with its lines and
+                subjects), then one per other bad row.
+        """
+        parts = [f"{self.path}:{lines[0]}: {field} {exc.problem.rstrip('.')}; on "
+                 f"{_lines(lines)}, subject{'s' if len(subjects) > 1 else ''} "
+                 f"{', '.join(subjects)}. Fix: {exc.fix}"
+                 for (field, _), (exc, lines, subjects) in self.units.items()]
+        parts += self.other[:MAX_LISTED]
+        if len(self.other) > MAX_LISTED:
+            parts.append(f"{self.path}: and {len(self.other) - MAX_LISTED} more bad row(s)")
+        if parts:
+            raise SeriesError("\n".join(parts))
+
+
+def _lines(numbers: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``"lines 3-5, 9"`` (``"line 3"`` for one)."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return f"line{'s' if len(numbers) > 1 else ''} {text}"
 
 
 class SeriesSource:

@@ -8,7 +8,8 @@ is slow but obviously right. DESIGN's rule, restated for the oracle:
 - fixed-time expression: a matching wall time fires at its first instant only
   (``fold == 0``); a matching wall time inside a gap is skipped, or with
   ``run_after`` fires once at the transition instant, unless the wall time of the
-  transition instant itself matches (it fires anyway).
+  transition instant itself matches (it fires anyway) or its local date never
+  happened at all (no minute before or after the jump carries that date: skipped).
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ class Oracle:
             t += timedelta(minutes=1)
         return out
 
-    def gap_skips(self, zone: str, start: datetime, end: datetime) -> list[datetime]:
-        """Transition instants in ``(start, end]`` where a fixed expression loses a wall time."""
+    def gap_skips(self, zone: str, start: datetime, end: datetime,
+                  run_after: bool = False) -> list[datetime]:
+        """Transition instants in ``(start, end]`` where a fixed expression loses a wall
+        time (with ``run_after``, only the wall times of dates that never happened)."""
         if not self.fixed:
             return []
         tz = ZoneInfo(zone)
@@ -100,7 +103,10 @@ class Oracle:
             offset = t.astimezone(tz).utcoffset()
             assert offset is not None and previous is not None
             if offset > previous:
-                out.extend(t for _ in self._missing(t, tz, previous, offset))
+                missing = self._missing(t, tz, previous, offset)
+                if run_after:
+                    missing = [w for w in missing if not self._date_happened(w, t, tz)]
+                out.extend(t for _ in missing)
             previous = offset
             t += timedelta(minutes=1)
         return out
@@ -116,8 +122,16 @@ class Oracle:
             w += timedelta(minutes=1)
         return walls
 
+    @staticmethod
+    def _date_happened(wall: datetime, t: datetime, tz: ZoneInfo) -> bool:
+        """Whether ``wall``'s date is the local date of the minute before the jump at
+        ``t`` or of ``t`` itself (a date between the two never happened)."""
+        around = {(t - timedelta(minutes=1)).astimezone(tz).date(), t.astimezone(tz).date()}
+        return wall.date() in around
+
     def _after_gap(self, t: datetime, tz: ZoneInfo, before: timedelta, after: timedelta) -> list[datetime]:
-        if not self._missing(t, tz, before, after):
+        missing = [w for w in self._missing(t, tz, before, after) if self._date_happened(w, t, tz)]
+        if not missing:
             return []
         if self.matches(t.astimezone(tz).replace(tzinfo=None)):
             return []  # the wall time at the transition fires on its own

@@ -128,11 +128,11 @@ async def test_weekday_outage_catch_up_once(db: Database, tmp_path: object) -> N
 
 
 async def test_jitter_is_applied_to_the_nominal_slot_and_never_fed_back(db: Database) -> None:
-    """Daily 00:00 US/Pacific with 10 s jitter, run at 2022-03-13T08:00:07Z: the next
+    """Daily 00:00 America/Los_Angeles with 10 s jitter, run at 2022-03-13T08:00:07Z: the next
     occurrence is 2022-03-14T07:00Z (+ its own jitter), not 2022-03-15."""
     clock = FakeClock(utc("2022-03-12T12:00:00Z"))
-    await confirmed(db, clock, {"trigger": {"type": "cron", "expr": "0 0 * * *", "zone": "US/Pacific"},
-                                "jitter": 10})
+    await confirmed(db, clock, {"trigger": {"type": "cron", "expr": "0 0 * * *",
+                                            "zone": "America/Los_Angeles"}, "jitter": 10})
     clock.set_wall(utc("2022-03-13T08:00:07Z"))
     await tick(db, clock)
     (occ,) = await occurrences(db)

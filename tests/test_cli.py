@@ -127,16 +127,17 @@ async def test_bad_specs_are_refused_and_store_nothing(db: Database, db_dsn: str
     code, _, err = await cli("propose", str(path), "--tenant", "demo", "--id", "x", "--owner",
                              "alice", dsn=db_dsn, home=tmp_path, check=False)
     assert code == 2
-    assert f"error: {field}" in " ".join(err.split())
+    assert f"error: {field}:" in " ".join(err.split()) or f"- {field}:" in err
     assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 0
 
 
 @pytest.mark.parametrize(
     ("body", "field"),
     [('[[definitions]]\nid = "x"\ncron = "0 9 * * 1"\nzone = "UTC"\nevery = 60\n'
-      '[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\nowner_user_id = "u"\n', "cron"),
+      '[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\nowner_user_id = "u"\n',
+      "definitions.0.cron"),
      ('[[definitions]]\nid = "x"\n[[definitions.bindings]]\ntenant_id = "a"\nbinding_id = "b"\n'
-      'owner_user_id = "u"\n', "cron")],
+      'owner_user_id = "u"\n', "definitions.0.cron")],
 )
 async def test_register_needs_exactly_one_cadence(db: Database, db_dsn: str, tmp_path: Path,
                                                   body: str, field: str) -> None:
@@ -471,3 +472,48 @@ async def test_configuration_errors_exit_2_and_the_schema_is_honoured(
         os.environ.pop("WATCHKEEPER_SCHEMA", None)
     assert await db.pool.fetchval("SELECT count(*) FROM wk_cli.users") == 1
     assert await db.pool.fetchval("SELECT count(*) FROM watchkeeper.users") == 0
+
+
+async def test_every_spec_problem_at_once_and_as_json(db: Database, db_dsn: str,
+                                                       tmp_path: Path) -> None:
+    """A spec with three mistakes: propose prints all three (field, problem, fix) on
+    stderr; with --json it prints them as a JSON list on stdout; exit 2, nothing stored.
+    A units file's definitions are read before the spec, so a spec in its unit passes."""
+    await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('version = 1\ntitel = "typo"\n[trigger]\ntype = "cron"\nexpr = "0 20 * * 3"\n'
+                   'zone = "CET"\n[lateness]\npolicy = "whenever"\n')
+    args = ("propose", str(bad), "--tenant", "acme", "--id", "x", "--owner", "alice")
+    code, out, err = await cli(*args, dsn=db_dsn, home=tmp_path, check=False)
+    flat = " ".join(err.split())
+    assert code == 2 and out == "" and "3 problems" in flat
+    for field in ("trigger.zone", "lateness.policy", "titel"):
+        assert f"- {field}: " in flat
+    assert "Europe/Paris" in flat
+    code, out, _ = await cli(*args, "--json", dsn=db_dsn, home=tmp_path, check=False)
+    problems = json.loads(out)
+    assert code == 2 and [p["field"] for p in problems] == ["trigger.zone", "lateness.policy", "titel"]
+    assert all(set(p) == {"field", "message", "fix"} and p["fix"] for p in problems)
+    assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 0
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('version = 1\ntitle = "Sch\xe4tzung"\n'.encode("latin-1"))
+    code, _, err = await cli("preview", str(latin), dsn=None, home=tmp_path, check=False)
+    assert code == 2 and "not UTF-8 text (byte" in err and "Traceback" not in err
+    units = tmp_path / "units.txt"
+    units.write_text("ppq = 1e-15\n")
+    spec = tmp_path / "aq.toml"
+    spec.write_text('version = 1\n[trigger]\ntype = "condition"\nmode = "every_edge"\n'
+                    'poll_every = "PT1H"\nsource = { name = "aq", version = "1" }\n'
+                    '[trigger.predicate]\nsubject = "o3"\nop = ">="\nthreshold = "70 ppq"\n')
+    code, _, err = await cli("propose", str(spec), "--tenant", "acme", "--id", "aq", "--owner",
+                             "alice", dsn=db_dsn, home=tmp_path, check=False)
+    assert code == 2 and "ppq" in err
+    os.environ["WATCHKEEPER_UNITS_FILE"] = str(units)
+    try:
+        await cli("propose", str(spec), "--tenant", "acme", "--id", "aq", "--owner", "alice",
+                  dsn=db_dsn, home=tmp_path)
+        units.write_text("ppq = 1e-15\nfoo = 3 * nosuchunit\n")
+        code, _, err = await cli("list", dsn=db_dsn, home=tmp_path, check=False)
+        assert code == 2 and f"{units}:2" in err
+    finally:
+        os.environ.pop("WATCHKEEPER_UNITS_FILE")

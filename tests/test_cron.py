@@ -11,6 +11,9 @@ Transition instants used below (tzdata 2026):
 - Asia/Beirut (midnight): 2026-03-28T22:00Z (00:00 +02 -> 01:00 +03),
   2026-10-24T21:00Z (00:00 +03 -> 23:00 +02)
 - Pacific/Apia: 2011-12-30 does not exist (2011-12-29T23:59:59-10:00 is followed by 2011-12-31T00:00+14:00)
+  — the transition instant is 2011-12-30T10:00Z
+- Asia/Singapore: 1981-12-31T16:00Z (23:30 +07:30 -> 1982-01-01 00:00 +08:00): a gap that
+  crosses midnight, but 1981-12-31 happened (until 23:30)
 """
 
 from __future__ import annotations
@@ -220,6 +223,43 @@ class TestApia:
             "2011-12-23T22:00Z 2011-12-23T12:00:00-10:00",
             "2011-12-30T10:00Z 2011-12-31T00:00:00+14:00 skipped",
             "2012-01-05T22:00Z 2012-01-06T12:00:00+14:00",
+        ]
+
+    def test_run_after_does_not_move_a_day_that_never_was(self) -> None:
+        """With run_after the missing Friday is still skipped: nothing fires on Saturday
+        2011-12-31 00:00+14:00 (2011-12-30T10:00Z)."""
+        assert nxt("0 12 * * 5", "Pacific/Apia", "2011-12-20T00:00Z", 3, "run_after") == [
+            "2011-12-23T22:00Z 2011-12-23T12:00:00-10:00",
+            "2011-12-30T10:00Z 2011-12-31T00:00:00+14:00 skipped",
+            "2012-01-05T22:00Z 2012-01-06T12:00:00+14:00",
+        ]
+
+    def test_a_daily_noon_job_fires_once_on_the_31st(self) -> None:
+        """Daily 12:00 with run_after: the 30th is skipped, the 31st fires once, at noon."""
+        assert nxt("0 12 * * *", "Pacific/Apia", "2011-12-29T00:00Z", 3, "run_after") == [
+            "2011-12-29T22:00Z 2011-12-29T12:00:00-10:00",
+            "2011-12-30T10:00Z 2011-12-31T00:00:00+14:00 skipped",
+            "2011-12-30T22:00Z 2011-12-31T12:00:00+14:00",
+        ]
+
+    def test_a_daily_midnight_job_records_the_missing_day(self) -> None:
+        """Daily 00:00 with run_after: the 30th's midnight is a skipped slot, and the 31st's
+        midnight (the same instant, the transition) fires as its own slot."""
+        schedule = CronSchedule("0 0 * * *", "Pacific/Apia", "run_after")
+        slots = list(itertools.islice(schedule.slots_after(at("2011-12-29T12:00Z")), 2))
+        assert [(s.key, s.scheduled_for.isoformat(), s.fires) for s in slots] == [
+            ("2011-12-30T00:00[Pacific/Apia]", "2011-12-30T10:00:00+00:00", False),
+            ("2011-12-31T00:00[Pacific/Apia]", "2011-12-30T10:00:00+00:00", True),
+        ]
+        assert slots[0].note is not None and "the whole day does not exist" in slots[0].note
+
+    def test_a_gap_across_midnight_still_runs_after(self) -> None:
+        """Singapore's 1981-12-31 existed until 23:30: a missing 23:30 runs at 00:00 the
+        next day with run_after (only a day that never happened loses its run)."""
+        assert nxt("30 23 * * *", "Asia/Singapore", "1981-12-30T12:00Z", 3, "run_after") == [
+            "1981-12-30T16:00Z 1981-12-30T23:30:00+07:30",
+            "1981-12-31T16:00Z 1982-01-01T00:00:00+08:00",
+            "1982-01-01T15:30Z 1982-01-01T23:30:00+08:00",
         ]
 
     def test_the_note_names_both_days(self) -> None:

@@ -552,6 +552,21 @@ async def test_a_spec_naming_no_endpoint_is_refused_at_proposal(world: World) ->
     assert await world.db.pool.fetchval("SELECT count(*) FROM definition_revisions") == 0
 
 
+async def test_every_missing_endpoint_is_named_at_once(world: World) -> None:
+    """Two webhook deliveries to endpoints the tenant lacks, beside one it has: one
+    error with both missing ones, by index; the existing 'hook' is not named."""
+    spec = parse_spec({"version": 1, "trigger": {"type": "interval", "every": 86400},
+                       "delivery": [{"channel": "webhook", "destination": "nosuch"},
+                                    {"channel": "webhook", "destination": "hook"},
+                                    {"channel": "webhook", "destination": "other"}]})
+    with pytest.raises(SpecError) as caught:
+        await propose(world.db, world.clock, tenant_id="acme", definition_id="d9",
+                      owner_user_id="alice", spec=spec, proposed_by="agent:test")
+    assert [(p.field, p.problem) for p in caught.value.problems] == [
+        ("delivery.0.destination", "tenant acme has no webhook endpoint 'nosuch'."),
+        ("delivery.2.destination", "tenant acme has no webhook endpoint 'other'.")]
+
+
 async def test_an_endpoint_in_use_is_not_removed_without_force(world: World) -> None:
     await world.reports(1)
     with pytest.raises(Conflict, match="acme/d1"):

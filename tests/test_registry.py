@@ -78,11 +78,14 @@ async def test_registering_again_replaces_and_never_duplicates(db: Database) -> 
     [({"every": timedelta(minutes=15)}, "cron"),
      ({"cron": None}, "cron"),
      ({"run": None, "bindings": None}, "bindings"),
-     ({"zone": None}, "trigger.zone"),
-     ({"cron": None, "every": timedelta(seconds=30)}, "trigger.every")],
+     ({"zone": None}, "zone"),
+     ({"zone": "EST"}, "zone"),
+     ({"late_policy": "sometimes"}, "late_policy"),
+     ({"cron": None, "every": timedelta(seconds=30)}, "every")],
 )
 def test_registration_errors_name_the_field(changes: dict[str, Any], field: str) -> None:
-    """Both or neither cadence or terminal, a missing zone, an interval under 60 s."""
+    """Both or neither cadence or terminal, a missing or refused zone, a bad lateness
+    policy, an interval under 60 s: each named by the ScheduleDef field."""
     with pytest.raises(SpecError) as info:
         rank_check(**changes)
     assert info.value.field == field

@@ -66,9 +66,9 @@ def test_round_trip_through_json() -> None:
      ({"trigger": {"type": "at", "at": "2026-10-25T02:30", "zone": "Nowhere/City"}},
       "trigger.zone", "unknown time zone"),
      ({"delivery": [{"channel": "file", "destination": "../escape.jsonl"}]},
-      "delivery.destination", "not a relative path inside WATCHKEEPER_HOME"),
+      "delivery.0.destination", "not a relative path inside WATCHKEEPER_HOME"),
      ({"delivery": [{"channel": "file", "destination": "/etc/passwd"}]},
-      "delivery.destination", "not a relative path inside WATCHKEEPER_HOME"),
+      "delivery.0.destination", "not a relative path inside WATCHKEEPER_HOME"),
      ({"output": {"kind": "artifact", "directory": "a/../../b", "type": ".md"}},
       "output.directory", "not a relative path"),
      ({"output": {"kind": "artifact", "directory": "d", "type": "md;rm"}},
@@ -161,3 +161,137 @@ def test_every_example_spec_parses() -> None:
         data = tomllib.loads(path.read_text())
         if "version" in data:  # weekly_rank_check.toml is a registration file
             parse_spec(data)
+
+
+THREE_MISTAKES: dict[str, Any] = {
+    "version": 1,
+    "trigger": {"type": "cron", "expr": "0 9 * * *", "zone": "Mars/Olympus"},
+    "lateness": {"policy": "sometimes"},
+    "titel": "typo",
+}
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    """A bad zone, a bad lateness policy and an unknown field: one error, those three
+    fields in the spec's field order, each with its problem and fix."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(THREE_MISTAKES)
+    error = info.value
+    assert [p.field for p in error.problems] == ["trigger.zone", "lateness.policy", "titel"]
+    assert [p.problem for p in error.problems] == [
+        "unknown time zone 'Mars/Olympus'.", "'sometimes' is not allowed.",
+        "is not a field of this spec.",
+    ]
+    assert error.problems[1].fix == "use 'skip_expired', 'catch_up_once' or 'review_late'."
+    assert (error.field, error.problem, error.fix) == (
+        error.problems[0].field, error.problems[0].problem, error.problems[0].fix)
+
+
+def problems_of(data: dict[str, Any]) -> list[str]:
+    """The fields of the problems parse_spec reports for ``data``, in order."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    return [p.field for p in info.value.problems]
+
+
+def test_the_problem_order_is_stable() -> None:
+    """The same mistakes in another key order (unknown fields too) are reported in the
+    same order: the model's field order, unknown fields by name."""
+    ordered = {**THREE_MISTAKES, "aaa": 1, "zzz": 2}
+    shuffled = {"zzz": 2, "titel": "typo", "lateness": {"policy": "sometimes"},
+                "trigger": THREE_MISTAKES["trigger"], "aaa": 1, "version": 1}
+    assert problems_of(ordered) == problems_of(shuffled) == [
+        "trigger.zone", "lateness.policy", "aaa", "titel", "zzz"]
+
+
+def test_the_message_lists_every_problem_one_per_line() -> None:
+    """str() gives a count, then one line per problem: field, problem, 'Fix:', fix."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(THREE_MISTAKES)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "3 problems:"
+    assert lines[2] == ("- lateness.policy: 'sometimes' is not allowed. "
+                        "Fix: use 'skip_expired', 'catch_up_once' or 'review_late'.")
+    assert [line.split(":")[0] for line in lines[1:]] == ["- trigger.zone", "- lateness.policy",
+                                                          "- titel"]
+    assert all(". Fix: " in line for line in lines[1:])
+
+
+def test_to_json_is_a_list_of_field_message_fix() -> None:
+    """to_json() is the RFC 9457 'errors' list: {field, message, fix} per problem."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(THREE_MISTAKES)
+    assert info.value.to_json()[2] == {
+        "field": "titel", "message": "is not a field of this spec.",
+        "fix": "remove it or check its spelling against the README."}
+    assert [set(item) for item in info.value.to_json()] == [{"field", "message", "fix"}] * 3
+
+
+def test_one_problem_keeps_the_one_line_message() -> None:
+    """A single problem reads as before: 'field: problem Fix: fix', no count."""
+    with pytest.raises(SpecError) as info:
+        parse_spec({**BASE, "overrun": "sometimes"})
+    assert str(info.value) == ("overrun: 'sometimes' is not allowed. Fix: use 'skip', "
+                               "'queue_one', 'allow' or 'cancel_previous'.")
+    assert len(info.value.problems) == 1
+
+
+def test_a_problem_without_a_full_stop_gets_one_before_fix() -> None:
+    """'Fix:' always starts a new sentence, whatever the problem text ends with."""
+    assert str(SpecError("x", "is wrong", "do y.")) == "x: is wrong. Fix: do y."
+
+
+def test_checks_inside_one_table_are_collected_too() -> None:
+    """Two bad deliveries, a bad artifact directory and suffix, and a NUL: every one,
+    each delivery named by its index."""
+    with pytest.raises(SpecError) as info:
+        parse_spec({**BASE, "instructions": "a\x00b",
+                    "delivery": [{"channel": "webhook", "destination": "a b"},
+                                 {"channel": "file"}],
+                    "output": {"kind": "artifact", "directory": "/x", "type": "md;"}})
+    assert [p.field for p in info.value.problems] == [
+        "instructions", "delivery.0.destination", "delivery.1.destination",
+        "output.directory", "output.type"]
+
+
+def test_every_bad_cron_field_is_named() -> None:
+    """An hour 'L' and a day-of-week '5#2' are two problems of trigger.expr."""
+    with pytest.raises(SpecError) as info:
+        parse_spec({"version": 1, "trigger": {"type": "cron", "expr": "0 L * * 5#2",
+                                              "zone": "UTC"}})
+    assert [(p.field, p.problem.split("'")[1]) for p in info.value.problems] == [
+        ("trigger.expr", "L"), ("trigger.expr", "5#2")]
+
+
+def test_every_bad_comparison_of_a_predicate_is_named() -> None:
+    """An unknown unit, a bare threshold against percent and a month freshness, in three
+    comparisons: three problems, each at its comparison's index (no echo of the list)."""
+    predicate = {"all": [{"subject": "a", "op": "<", "threshold": "5 blorbs"},
+                         {"subject": "b", "op": "<", "threshold": "5", "unit": "percent"},
+                         {"subject": "c", "op": "<", "threshold": "5 USD", "freshness": "P1M"}]}
+    with pytest.raises(SpecError) as info:
+        parse_spec({"version": 1, "trigger": {
+            "type": "condition", "mode": "every_edge", "source": {"name": "s", "version": "1"},
+            "poll_every": 60, "predicate": predicate}})
+    assert [p.field for p in info.value.problems] == [
+        "trigger.predicate.all.0.threshold", "trigger.predicate.all.1.threshold",
+        "trigger.predicate.all.2.freshness"]
+
+
+def test_a_misspelling_is_not_also_reported_missing() -> None:
+    """'exp' for 'expr' is one problem (with the suggestion), beside the others."""
+    with pytest.raises(SpecError) as info:
+        parse_spec({"version": 1, "trigger": {"type": "cron", "exp": "0 9 * * *",
+                                              "zone": "UTC"}, "jitter": 7200})
+    assert [(p.field, p.fix) for p in info.value.problems] == [
+        ("trigger.exp", "did you mean 'expr'?"), ("jitter", "e.g. jitter = 'PT30S'.")]
+
+
+def test_a_spec_error_survives_pickling() -> None:
+    """Every problem, and the class, come back from pickle (errors cross processes)."""
+    import pickle
+
+    with pytest.raises(SpecError) as info:
+        parse_spec(THREE_MISTAKES)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is SpecError and again.problems == info.value.problems

@@ -6,9 +6,9 @@ reads and writes around these functions (DESIGN "Layout").
 Errors::
 
     TriggerError
-    ├── SpecError (ValueError)  .field .problem .fix
+    ├── SpecError (ValueError)  .problems (each .field .problem .fix); .to_json()
     │   ├── NoOccurrenceError
-    │   └── BindingSetError     .problems
+    │   └── BindingSetError     .messages
     └── NonAdvancingScheduleError
 """
 
@@ -67,6 +67,8 @@ from ._edges import step as step
 from ._errors import NonAdvancingScheduleError as NonAdvancingScheduleError
 from ._errors import NoOccurrenceError as NoOccurrenceError
 from ._errors import SpecError as SpecError
+from ._errors import SpecProblem as SpecProblem
+from ._errors import SpecProblems as SpecProblems
 from ._errors import TriggerError as TriggerError
 from ._observations import Observation as Observation
 from ._observations import ObservationStatus as ObservationStatus
@@ -98,6 +100,7 @@ from ._units import Quantity as Quantity
 from ._units import Unit as Unit
 from ._units import check_currency as check_currency
 from ._units import check_unit as check_unit
+from ._units import define_units as define_units
 from ._units import in_range as in_range
 from ._units import parse_quantity as parse_quantity
 from ._units import registry as unit_registry
@@ -105,6 +108,7 @@ from ._units import threshold_in as threshold_in
 from ._values import Importance as Importance
 from ._zones import WallKind as WallKind
 from ._zones import WallTime as WallTime
+from ._zones import check_zone as check_zone
 from ._zones import classify_wall as classify_wall
 from ._zones import load_zone as load_zone
 from ._zones import require_aware as require_aware
@@ -128,5 +132,6 @@ __all__ = [
     "Evaluation", "Leaf", "NotOf", "Predicate", "Verdict", "evaluate", "subjects_of",
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
-    "unit_registry", "in_range", "threshold_in",
+    "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
+    "define_units",
 ]

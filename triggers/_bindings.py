@@ -75,19 +75,23 @@ class Binding(BaseModel):
 
 
 class BindingSetError(SpecError):
-    """A resolved binding set is invalid as a whole.
+    """A resolved binding set is invalid as a whole: one problem (field ``bindings``)
+    whose text lists every fault found, so a tick records them in one reason.
 
     Attributes:
-        problems: one sentence per problem found.
+        messages: one sentence per fault found.
     """
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
+    def __init__(self, messages: list[str]) -> None:
+        self.messages = messages
         super().__init__(
-            "bindings", "; ".join(problems) + ".",
+            "bindings", "; ".join(messages) + ".",
             "make every (tenant_id, binding_id) pair unique and every value non-empty; "
             "'schedule' in params is reserved.",
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.messages,)
 
 
 def validate_bindings(items: Iterable[Binding | Mapping[str, Any]] | Any) -> tuple[Binding, ...]:
@@ -137,5 +141,5 @@ def _problems(index: int, binding: Binding) -> list[str]:
     try:
         refuse_nul(binding.model_dump(mode="json"), f"binding {index}")
     except SpecError as exc:
-        found.append(f"{exc.field} {exc.problem.rstrip('.')}")
+        found.extend(f"{p.field} {p.problem.rstrip('.')}" for p in exc.problems)
     return found

@@ -7,7 +7,11 @@ none of its own DST handling); this module maps each wall time to instants:
 * fixed-time expressions (neither the minute nor the hour field starts with ``*``):
   a nonexistent wall time is skipped (``skipped_dst_gap``) or, with
   ``dst_gap="run_after"``, runs once at the first instant after the gap; a repeated
-  wall time fires once, at its first instant.
+  wall time fires once, at its first instant. A wall time on a local *date* that
+  does not exist at all (Pacific/Apia's 2011-12-30) has no run under either rule:
+  ``run_after`` moves a time within a day that happened, never onto another day
+  for a day that never was (DESIGN: "a Friday-noon job has no occurrence that
+  week"). It is recorded ``skipped_dst_gap`` like any skipped gap time.
 * wildcard expressions: every real instant whose local time matches fires, so a
   repeated hour runs in both folds and a nonexistent hour has no run.
 
@@ -29,7 +33,7 @@ from typing import Literal
 
 from croniter import CroniterBadCronError, CroniterError, croniter
 
-from ._errors import NonAdvancingScheduleError, NoOccurrenceError, SpecError
+from ._errors import NonAdvancingScheduleError, NoOccurrenceError, SpecError, SpecProblems
 from ._slots import Slot, SlotSkip, cron_slot_key
 from ._zones import WallKind, WallTime, classify_wall, load_zone
 
@@ -78,8 +82,11 @@ class CronExpression:
                 "write e.g. '0 9 * * 1' for 09:00 every Monday; seconds, years and "
                 "@nicknames are not supported.",
             )
-        for index, value in enumerate(fields):
-            _check_field(index, value, field)
+        found = SpecProblems()
+        for index, value in enumerate(fields):  # every bad field at once
+            with found.check():
+                _check_field(index, value, field)
+        found.raise_if_any()
         normal = " ".join(_vixie(index, value) for index, value in enumerate(fields))
         try:
             expanded, _ = croniter.expand(normal)
@@ -250,6 +257,9 @@ class CronSchedule:
             return []  # a wildcard expression simply has no run in a missing hour
         assert wt.gap_end is not None
         note = self._gap_note(wt)
+        if self.dst_gap == "run_after" and self._day_missing(wt):
+            return [Slot(key(0), wt.gap_end, self.zone_name, wt.wall, skip=SlotSkip.DST_GAP,
+                         note=note + _NO_DAY)]
         if self.dst_gap == "run_after":
             after_gap = wt.gap_end.astimezone(self.zone).replace(tzinfo=None)
             if after_gap.second == 0 and after_gap.microsecond == 0 and self.expr.matches(after_gap):
@@ -272,11 +282,22 @@ class CronSchedule:
                  note=f"{shown}; this is the second ({second_off})."),
         ]
 
-    def _gap_note(self, wt: WallTime) -> str:
+    def _gap_walls(self, wt: WallTime) -> tuple[datetime, datetime]:
+        """The local wall times the clocks jump from and to (the gap is [from, to))."""
         assert wt.gap_end is not None
         before = (wt.gap_end - timedelta(microseconds=1)).astimezone(self.zone)
         before += timedelta(microseconds=1)  # wall arithmetic: the local time the gap starts at
-        after = wt.gap_end.astimezone(self.zone)
+        return before, wt.gap_end.astimezone(self.zone)
+
+    def _day_missing(self, wt: WallTime) -> bool:
+        """Whether no instant at all has ``wt``'s local date (the gap covers the whole
+        day, as Pacific/Apia's 2011-12-30)."""
+        before, after = (w.replace(tzinfo=None) for w in self._gap_walls(wt))
+        midnight = datetime.combine(wt.wall.date(), datetime.min.time())
+        return before <= midnight and after >= midnight + timedelta(days=1)
+
+    def _gap_note(self, wt: WallTime) -> str:
+        before, after = self._gap_walls(wt)
         shape = "%H:%M" if before.date() == after.date() else "%Y-%m-%d %H:%M"
         return (
             f"{wt.wall:%H:%M} does not exist on {wt.wall:%Y-%m-%d} in {self.zone_name} "
@@ -285,6 +306,8 @@ class CronSchedule:
 
 
 _RUN_AFTER = "; runs once at the first instant after the gap (dst_gap=run_after)."
+_NO_DAY = ("; the whole day does not exist, so it has no run (dst_gap=run_after moves a time "
+           "only within a day that happened).")
 
 
 def _offset(instant: datetime, zone: zoneinfo.ZoneInfo) -> str:

@@ -9,6 +9,12 @@ needs no new confirmation (DESIGN "Definitions, revisions, confirmation"; seed 0
 
 Unknown trigger types, unknown versions and unknown fields are rejected with a
 :class:`~triggers.SpecError` naming the field, never guessed into the closest mode.
+One error lists every problem the checks can find independently (each field is
+checked on its own; a model's cross-field checks run once its fields are valid).
+
+A spec read back from the store is parsed with ``stored=True``: a rule added after
+it was confirmed (a minimum interval, the zone names :func:`~triggers.check_zone`
+refuses) must not make a confirmed definition unreadable.
 """
 
 from __future__ import annotations
@@ -33,9 +39,9 @@ from ._conditions import Predicate, check_bounds
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._edges import ConditionMode
-from ._errors import SpecError
+from ._errors import SpecError, SpecProblem, SpecProblems
 from ._slots import Slot
-from ._zones import WallKind, classify_wall, load_zone, require_aware
+from ._zones import WallKind, check_zone, classify_wall, load_zone, require_aware
 
 __all__ = [
     "AgentSpec",
@@ -107,6 +113,14 @@ def _instant_in_range(value: datetime, field: str) -> datetime:
                         "give an instant between 1970 and 2200.")
     return value
 _MIN_INTERVAL_KEY = "min_interval"
+_STORED_KEY = "stored"
+
+
+def _zone(value: str | None, field: str, info: ValidationInfo) -> str:
+    """The zone's name: :func:`check_zone` for a new spec, :func:`load_zone` for a
+    stored one (see the module docstring)."""
+    stored = (info.context or {}).get(_STORED_KEY, False)
+    return (load_zone if stored else check_zone)(value, field).key
 
 
 class _Model(BaseModel):
@@ -130,8 +144,8 @@ class CronTrigger(_Model):
 
     @pydantic.field_validator("zone")
     @classmethod
-    def _zone(cls, value: str | None) -> str:
-        return load_zone(value, "trigger.zone").key
+    def _zone(cls, value: str | None, info: ValidationInfo) -> str:
+        return _zone(value, "trigger.zone", info)
 
     @pydantic.model_validator(mode="after")
     def _zone_required(self) -> CronTrigger:
@@ -194,8 +208,8 @@ class AtTrigger(_Model):
 
     @pydantic.field_validator("zone")
     @classmethod
-    def _zone(cls, value: str) -> str:
-        return load_zone(value, "trigger.zone").key
+    def _zone(cls, value: str, info: ValidationInfo) -> str:
+        return _zone(value, "trigger.zone", info)
 
     @pydantic.model_validator(mode="after")
     def _exists(self) -> AtTrigger:
@@ -291,10 +305,13 @@ class ConditionTrigger(_Model):
 
     @pydantic.model_validator(mode="after")
     def _shape(self) -> ConditionTrigger:
-        check_bounds(self.predicate)
+        found = SpecProblems()
+        with found.check():
+            check_bounds(self.predicate)
         if self.mode is ConditionMode.FIRST_MATCH and self.cooldown:
-            raise SpecError("trigger.cooldown", "applies to every_edge only (first_match "
-                            "fires once).", "remove cooldown, or use mode = 'every_edge'.")
+            found.add("trigger.cooldown", "applies to every_edge only (first_match fires once).",
+                      "remove cooldown, or use mode = 'every_edge'.")
+        found.raise_if_any()
         return self
 
     def calendar(self) -> Calendar:
@@ -456,16 +473,17 @@ class OutputPromise(_Model):
 
     @pydantic.model_validator(mode="after")
     def _artifact(self) -> OutputPromise:
+        found = SpecProblems()
         if self.kind == "artifact" and not (self.directory and self.type):
-            raise SpecError(
-                "output", "an artifact promise needs a directory and a type.",
-                "set output.directory = 'drafts' and output.type = '.md'.",
-            )
+            found.add("output", "an artifact promise needs a directory and a type.",
+                      "set output.directory = 'drafts' and output.type = '.md'.")
         if self.directory is not None:
-            inside_path(self.directory, "output.directory")
+            with found.check():
+                inside_path(self.directory, "output.directory")
         if self.type is not None and not re.fullmatch(r"\.[A-Za-z0-9]{1,16}", self.type):
-            raise SpecError("output.type", f"{self.type!r} is not a file suffix.",
-                            "write a suffix such as '.md' or '.json'.")
+            found.add("output.type", f"{self.type!r} is not a file suffix.",
+                      "write a suffix such as '.md' or '.json'.")
+        found.raise_if_any()
         return self
 
 
@@ -587,15 +605,21 @@ def _utc(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN_INTERVAL) -> Spec:
+def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN_INTERVAL,
+               stored: bool = False) -> Spec:
     """Validate plain data (from TOML or JSON) into a spec.
 
     Args:
         data: the spec as a mapping; must carry ``version``.
         min_interval: the runtime's minimum interval resolution.
+        stored: the spec was confirmed earlier and is read back from the store: zones
+            are only loaded, not held to :func:`~triggers.check_zone`'s rule (pass
+            ``min_interval=timedelta(0)`` too).
 
     Raises:
-        SpecError: naming the first offending field (and counting the others).
+        SpecError: listing every problem found (:attr:`SpecError.problems`), each
+            naming its field and the fix; a missing or unknown ``version`` stops
+            before anything else is checked.
     """
     version = data.get("version")
     if version is None:
@@ -606,82 +630,171 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
             "version", f"{version!r} is not a spec version this watchkeeper reads.",
             f"use one of {sorted(SUPPORTED_VERSIONS)}; a newer spec needs a newer watchkeeper.",
         )
-    refuse_nul(data, "")
+    nul = _nul_problems(data, "")
+    context = {_MIN_INTERVAL_KEY: min_interval, _STORED_KEY: stored}
     try:
-        return model.model_validate(dict(data), context={_MIN_INTERVAL_KEY: min_interval})
+        spec = model.model_validate(dict(data), context=context)
     except pydantic.ValidationError as exc:
-        raise _translate(exc) from exc
+        raise _merged(nul, _translate(exc)) from exc
     except (RecursionError, OverflowError) as exc:
         raise SpecError("spec", f"cannot be read ({type(exc).__name__}).",
                         "keep values within ordinary ranges and nesting shallow.") from exc
+    if nul:
+        raise SpecError.of(nul)
+    return spec
+
+
+def _merged(first: list[SpecProblem], then: list[SpecProblem]) -> SpecError:
+    """One error: ``first``, then those of ``then`` about another field."""
+    fields = {p.field for p in first}
+    return SpecError.of([*first, *(p for p in then if p.field not in fields)])
 
 
 def refuse_nul(value: Any, where: str, depth: int = 0) -> None:
     """PostgreSQL text and jsonb cannot hold NUL; refuse it (and absurd nesting) up front.
 
     Raises:
-        SpecError: naming the field.
+        SpecError: naming every field that holds a NUL (or the one nested too deep).
+    """
+    problems = _nul_problems(value, where, depth)
+    if problems:
+        raise SpecError.of(problems)
+
+
+def _nul_problems(value: Any, where: str, depth: int = 0) -> list[SpecProblem]:
+    """The fields of ``value`` holding a NUL character.
+
+    Raises:
+        SpecError: nested more than 32 levels (checked first: nothing else can be read).
     """
     if depth > 32:
         raise SpecError(where or "spec", "is nested more than 32 levels deep.", "flatten it.")
+    found: list[SpecProblem] = []
     if isinstance(value, str):
         if "\x00" in value:
-            raise SpecError(where or "spec", "contains a NUL character.", "remove it.")
+            found.append(SpecProblem(where or "spec", "contains a NUL character.", "remove it."))
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            refuse_nul(str(key), f"{where}.{key}".lstrip("."), depth + 1)
-            refuse_nul(item, f"{where}.{key}".lstrip("."), depth + 1)
+            path = f"{where}.{key}".lstrip(".")
+            found.extend(_nul_problems(str(key), path, depth + 1))
+            found.extend(_nul_problems(item, path, depth + 1))
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            refuse_nul(item, f"{where}.{index}".lstrip("."), depth + 1)
+            found.extend(_nul_problems(item, f"{where}.{index}".lstrip("."), depth + 1))
+    return list(dict.fromkeys(found))
 
 
-def _translate(exc: pydantic.ValidationError) -> SpecError:
-    errors = exc.errors()
-    # A misspelled field shows up as "extra" plus "missing": name the misspelling first.
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+def _translate(exc: pydantic.ValidationError) -> list[SpecProblem]:
+    """Every error of ``exc`` as a problem, in pydantic's order (the model's field
+    order; unknown fields after the known ones of their table).
+
+    A misspelled field shows up as "extra" plus "missing": the extra one's fix names
+    the missing field, which is then not reported a second time.
+    """
+    errors = _extras_sorted(exc.errors())
+    problems: list[SpecProblem] = []
+    suggested: set[str] = set()
+    for error in errors:
+        if error["type"] == "too_short" and _explained(error, errors):
+            continue  # a list whose items failed is "too short after validation" too
+        problem = _problems_of(error, errors)
+        if error["type"] == "extra_forbidden" and problem[0].fix.startswith("did you mean"):
+            parent = _where(error["loc"][:-1])
+            suggested.add(f"{parent}.{_suggestion(error, errors)}".lstrip("."))
+        problems.extend(problem)
+    missing = {_where(e["loc"]) for e in errors if e["type"] == "missing"}
+    return [p for p in problems
+            if not (p.field in suggested and p.field in missing and p.problem == "is missing.")]
+
+
+def _extras_sorted(errors: list[Any]) -> list[Any]:
+    """``errors`` with each run of unknown fields of one table sorted by name (pydantic
+    lists them in input order; the report should not depend on it)."""
+    out: list[Any] = []
+    for error in errors:
+        run = out[-1]["loc"][:-1] if out and out[-1]["type"] == "extra_forbidden" else None
+        if error["type"] == "extra_forbidden" and run == error["loc"][:-1]:
+            out.append(error)
+            index = len(out) - 1
+            while index > 0 and out[index - 1]["type"] == "extra_forbidden" and \
+                    out[index - 1]["loc"][:-1] == run and \
+                    str(out[index - 1]["loc"][-1]) > str(error["loc"][-1]):
+                out[index - 1], out[index] = out[index], out[index - 1]
+                index -= 1
+        else:
+            out.append(error)
+    return out
+
+
+def _explained(error: Any, errors: list[Any]) -> bool:
+    """Whether another error lies inside ``error``'s location."""
+    loc = tuple(error["loc"])
+    return any(len(e["loc"]) > len(loc) and tuple(e["loc"][:len(loc)]) == loc for e in errors)
+
+
+def _problems_of(first: Any, errors: list[Any]) -> list[SpecProblem]:
+    """One pydantic error as problems (a validator's SpecError may carry several)."""
     original = (first.get("ctx") or {}).get("error")
     where = _where(first["loc"])
-    more = f" ({len(errors) - 1} more problem(s) after this one.)" if len(errors) > 1 else ""
     if isinstance(original, SpecError):
-        field = original.field
-        if "." not in field:  # a field of a nested model: prefix the model's path
-            field = where if where.split(".")[-1] == field else f"{where}.{field}"
-        return SpecError(field, original.problem + more, original.fix)
+        return [SpecProblem(_field_at(where, p.field), p.problem, p.fix)
+                for p in original.problems]
     if first["type"] == "union_tag_invalid":
-        return SpecError(
-            "trigger.type", f"unknown trigger type {first['input'].get('type')!r}.{more}",
-            "use one of 'at', 'condition', 'cron', 'interval'.",
-        )
+        return [SpecProblem(
+            "trigger.type", f"unknown trigger type {first['input'].get('type')!r}.",
+            "use one of 'at', 'condition', 'cron', 'interval'.")]
     if first["type"] == "union_tag_not_found":
-        return SpecError("trigger.type", f"is missing.{more}",
-                         "set trigger.type to 'at', 'condition', 'cron' or 'interval'.")
+        return [SpecProblem("trigger.type", "is missing.",
+                            "set trigger.type to 'at', 'condition', 'cron' or 'interval'.")]
     if first["type"] == "extra_forbidden":
-        return SpecError(where, f"is not a field of this spec.{more}", _did_you_mean(first, errors))
+        return [SpecProblem(where, "is not a field of this spec.", _did_you_mean(first, errors))]
     if first["type"] == "missing":
-        return SpecError(where, f"is missing.{more}",
-                         f"add {where.rsplit('.', 1)[-1]} (see the spec table in the README).")
+        return [SpecProblem(where, "is missing.",
+                            f"add {where.rsplit('.', 1)[-1]} (see the spec table in the README).")]
     if first["type"] in ("literal_error", "enum"):
         expected = (first.get("ctx") or {}).get("expected", "")
-        return SpecError(where, f"{first['input']!r} is not allowed.{more}",
-                         f"use {expected}.")
+        return [SpecProblem(where, f"{first['input']!r} is not allowed.", f"use {expected}.")]
     if first["type"].startswith("time_delta"):
-        return SpecError(where, f"{first['input']!r} is not a duration.{more}",
-                         "write seconds (1800) or an ISO 8601 duration such as 'PT30M' or 'P1D'.")
+        return [SpecProblem(where, f"{first['input']!r} is not a duration.",
+                            "write seconds (1800) or an ISO 8601 duration such as 'PT30M' or "
+                            "'P1D'.")]
     if first["type"].startswith("datetime"):
-        return SpecError(where, f"{first['input']!r} is not a date and time.{more}",
-                         "write ISO 8601, e.g. '2026-12-02T20:00:00+01:00'.")
-    return SpecError(where, f"{first['msg']}.{more}", "see the spec reference in the README.")
+        return [SpecProblem(where, f"{first['input']!r} is not a date and time.",
+                            "write ISO 8601, e.g. '2026-12-02T20:00:00+01:00'.")]
+    return [SpecProblem(where, f"{first['msg']}.", "see the spec reference in the README.")]
+
+
+def _field_at(where: str, field: str) -> str:
+    """The full path of a field a validator named, given where pydantic found the error.
+
+    A validator names either a bare field of its own model (``threshold``: prefixed
+    with ``where``) or a path from the spec's root without list indexes
+    (``delivery.destination`` found at ``delivery.1``: ``delivery.1.destination``).
+    """
+    if "." not in field:  # a field of a nested model: prefix the model's path
+        return where if where.split(".")[-1] == field else f"{where}.{field}"
+    parts, named = where.split("."), field.split(".")
+    plain = [p for p in parts if not p.isdigit()]
+    if named[:len(plain)] == plain:
+        return ".".join(parts + named[len(plain):])
+    return field
 
 
 def _did_you_mean(extra: Any, errors: list[Any]) -> str:
     """Suggest the missing field a misspelled one probably meant."""
-    name = str(extra["loc"][-1])
-    missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing"]
-    close = difflib.get_close_matches(name, missing, n=1)
+    close = _suggestion(extra, errors)
     if close:
-        return f"did you mean {close[0]!r}?"
+        return f"did you mean {close!r}?"
     return "remove it or check its spelling against the README."
+
+
+def _suggestion(extra: Any, errors: list[Any]) -> str | None:
+    """The missing sibling field closest to the unknown one, if any is close."""
+    name = str(extra["loc"][-1])
+    missing = [str(e["loc"][-1]) for e in errors
+               if e["type"] == "missing" and tuple(e["loc"][:-1]) == tuple(extra["loc"][:-1])]
+    close = difflib.get_close_matches(name, missing, n=1)
+    return close[0] if close else None
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

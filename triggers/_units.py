@@ -14,6 +14,12 @@ How:
 * Every active ISO 4217 code (from ``pycountry``) is defined as its own base dimension
   (``USD`` is ``[currency_USD]``, ``EUR`` is ``[currency_EUR]``, ...); ``share`` is the
   base dimension ``[share]`` so prices per share ("USD/share") work.
+* Concentrations: pint has ``ppm``; ``ppb`` (1e-9) and ``ppt`` (1e-12, parts per
+  *trillion*, as in air quality; parts per thousand is ``permille``) are added, exact.
+  Mass concentrations parse as written (``ug/m**3``, ``µg/m³``, ``μg/m^3``);
+  superscript exponents are read as ``**`` powers, so they obey :data:`MAX_POWER` too.
+* An operator adds units with :func:`define_units` (pint's definition syntax; the
+  runtime reads ``WATCHKEEPER_UNITS_FILE`` and passes its text).
 * Comparing an observation with a threshold converts the threshold once into the
   observation's unit and caches that per unit pair (:func:`threshold_in`), so the hot
   path is one ``Fraction`` comparison — pint is consulted once per pair, not per
@@ -31,10 +37,10 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from ._errors import SpecError
+from ._errors import SpecError, SpecProblems
 
 __all__ = ["MAX_DIGITS", "MAX_EXPONENT", "Quantity", "Unit", "check_currency", "check_unit",
-           "comparable",
+           "comparable", "define_units",
            "in_range", "parse_quantity", "quantity_of", "registry", "threshold_in"]
 
 MAX_DIGITS = 40
@@ -69,6 +75,8 @@ def registry() -> Any:
     reg = pint.UnitRegistry(non_int_type=Fraction, autoconvert_offset_to_baseunit=False,
                             on_redefinition="raise")
     reg.define("share = [share] = shares")
+    reg.define("ppb = 1e-9")  # parts per billion (pint has ppm only)
+    reg.define("ppt = 1e-12")  # parts per trillion: without it pint reads ppt as pico-pint
     for currency in pycountry.currencies:
         code = currency.alpha_3
         reg.define(f"{code} = [currency_{code}]")
@@ -127,6 +135,7 @@ def _unit(text: str) -> Unit:
         return Unit("dimensionless")
     if len(text) > 4 * MAX_UNIT_LENGTH:  # canonical names may be longer than user text
         raise ValueError(f"longer than {MAX_UNIT_LENGTH} characters")
+    text = _superscripts(text)
     _check_powers(text)
     unit = reg.Unit(text)
     items = list(unit._units.items())  # pint's UnitsContainer: {name: exponent}
@@ -148,6 +157,16 @@ def _unit(text: str) -> Unit:
 _OFFSET_NAMES = frozenset({"degC", "degF", "celsius", "fahrenheit", "degree_Celsius",
                            "degree_Fahrenheit", "°C", "°F", "degreeC", "degreeF", "degRe",
                            "reaumur", "degree_Reaumur", "°Re"})
+_SUPERSCRIPT = re.compile("[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+")
+_SUPERSCRIPT_DIGITS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+
+
+def _superscripts(text: str) -> str:
+    """``µg/m³`` -> ``µg/m**3``; ``s⁻¹`` -> ``s**-1`` (pint reads both; this way the
+    exponent checks see them)."""
+    return _SUPERSCRIPT.sub(lambda m: "**" + m.group().translate(_SUPERSCRIPT_DIGITS), text)
+
+
 MAX_POWER = 6
 """Largest exponent a unit may carry (m**3, s**-2; pint evaluates m**9**9**9 for ever)."""
 _POWER = re.compile(r"(\*\*|\^)\s*\(?\s*([-+]?[0-9.]+)")
@@ -201,8 +220,9 @@ def check_unit(text: str, field: str = "unit") -> Unit:
     except Exception as exc:  # pint raises several unrelated error types
         shown = text if len(text) <= 80 else text[:77] + "..."
         raise SpecError(field, f"{shown!r} is not a unit ({_pint_reason(exc)}).",
-                        "use a pint unit such as 'USD/share', 'degF', 'delta_degC', 'mm' or "
-                        "'percent'; currencies are ISO 4217 codes.") from exc
+                        "use a pint unit such as 'USD/share', 'degF', 'delta_degC', 'ppb', "
+                        "'ug/m**3' or 'percent' (currencies are ISO 4217 codes), or define "
+                        "it in WATCHKEEPER_UNITS_FILE.") from exc
 
 
 def parse_quantity(text: str, field: str = "threshold") -> Quantity:
@@ -294,3 +314,89 @@ def _dimension_names(unit: Unit) -> list[str]:
     if unit.name == "dimensionless":
         return []
     return [str(d) for d in dict(registry().Unit(unit.name).dimensionality)]
+
+
+_DEFINED: dict[str, str] = {}
+"""Definition lines already added by :func:`define_units`, by their text: loading the
+same file twice is a no-op."""
+_DIRECTIVE_FIX = "write one definition per line; @import, @group, @context and other " \
+    "directives are not read."
+
+
+def define_units(text: str, source: str = "units") -> list[str]:
+    """Add unit definitions to the shared registry (:func:`registry`).
+
+    Args:
+        text: pint's definition syntax, one definition per line (``ppq = 1e-15``,
+            ``AQI = [air_quality_index]``, ``mmHg_x = 133.322 * pascal = mmHgx``,
+            ``zeta- = 1e21``); blank lines and ``#`` comments are skipped.
+        source: what the text came from, for the error (e.g. the file's path).
+
+    Returns:
+        The names the lines define, in order (a line already added by an earlier call,
+        with the same text, is not added again; its name is returned all the same).
+
+    Every line is tried, in order (a line may use the units of the lines before it).
+    A line that pint cannot read, that redefines a unit (``ppm``, ``USD``), that refers
+    to an unknown unit, that is a directive (``@import``), or whose name a spec could
+    not use (``pm25``: digits after a name read as a power) is refused; the lines
+    before and after it are still defined.
+
+    Raises:
+        SpecError: one problem per refused line, field ``"<source>:<line number>"``.
+    """
+    reg = registry()
+    names: list[str] = []
+    found = SpecProblems()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        with found.check():
+            names.append(_define_line(reg, line, f"{source}:{number}"))
+    _unit.cache_clear()
+    threshold_in.cache_clear()
+    _fold.cache_clear()
+    found.raise_if_any()
+    return names
+
+
+def _define_line(reg: Any, line: str, field: str) -> str:
+    """Define one line; return its name.
+
+    Raises:
+        SpecError: naming ``field``.
+    """
+    if line in _DEFINED:
+        return _DEFINED[line]
+    if line.startswith("@"):
+        raise SpecError(field, f"{line[:40]!r} is a directive.", _DIRECTIVE_FIX)
+    name, equals, value = (part.strip() for part in line.partition("="))
+    if not equals or not name or not value or not all(
+            part.strip() for part in value.split(";", 1)[0].split("=")):
+        raise SpecError(field, f"{line[:60]!r} is not a definition.",
+                        "write name = value, e.g. 'ppq = 1e-15' or 'AQI = [air_quality]'.")
+    unit_name = name.strip("[]").rstrip("-")
+    if not unit_name.isidentifier() or re.search(r"[^\W\d]\d{2,}", unit_name):
+        raise SpecError(field, f"{name!r} cannot name a unit in a spec.",
+                        "use letters and '_' (a number after a name reads as a power: "
+                        "write pm2_5, not pm25).")
+    if not name.startswith("[") and not name.endswith("-") and "[" not in value:
+        expression = value.split(";", 1)[0].split("=", 1)[0]
+        try:
+            reg.parse_expression(expression)
+        except Exception as exc:  # pint raises several unrelated error types
+            raise SpecError(field, f"{expression.strip()!r} cannot be read "
+                            f"({_pint_reason(exc)}).",
+                            "define a unit from numbers and units pint knows, e.g. "
+                            "'ppq = 1e-15' or 'grain_x = 64.79891 * milligram'.") from exc
+    try:
+        reg.define(line)
+    except Exception as exc:  # pint raises several unrelated error types
+        problem = "redefines a unit that exists" if "redefine" in str(exc).lower() \
+            else f"cannot be read ({_pint_reason(exc)})"
+        raise SpecError(field, f"{line[:60]!r} {problem}.",
+                        "pick a new name, in pint's definition syntax (name = value "
+                        "[= symbol] [= alias]).") from exc
+    _DEFINED[line] = name
+    return name

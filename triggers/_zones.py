@@ -1,4 +1,5 @@
-"""IANA zones: loading with a clear error, and classifying local wall times.
+"""IANA zones: loading with a clear error, the rule for which names a new spec may use,
+and classifying local wall times.
 
 A local wall time in a zone is one of three kinds (PEP 495 vocabulary):
 
@@ -11,8 +12,10 @@ A local wall time in a zone is one of three kinds (PEP 495 vocabulary):
 
 from __future__ import annotations
 
+import difflib
 import enum
 import functools
+import re
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,7 +23,8 @@ from pathlib import Path
 
 from ._errors import SpecError
 
-__all__ = ["WallKind", "WallTime", "classify_wall", "load_zone", "require_aware", "tzdata_version"]
+__all__ = ["WallKind", "WallTime", "check_zone", "classify_wall", "load_zone", "require_aware",
+           "tzdata_version"]
 
 
 class WallKind(enum.Enum):
@@ -52,7 +56,8 @@ class WallTime:
 
 @functools.lru_cache(maxsize=1024)
 def load_zone(name: str | None, field: str = "zone") -> zoneinfo.ZoneInfo:
-    """Return the IANA zone ``name``.
+    """Return the IANA zone ``name``: any zone of the tz database, for reading what was
+    stored (a new spec's zone goes through :func:`check_zone`, which is stricter).
 
     Raises:
         SpecError: ``name`` is empty (a schedule without a zone is a DST bug waiting
@@ -69,7 +74,7 @@ def load_zone(name: str | None, field: str = "zone") -> zoneinfo.ZoneInfo:
         raise SpecError(
             field,
             f"unknown time zone {name!r}.",
-            "use an IANA tz database name such as 'America/New_York' "
+            _close_match(name) + "use an IANA tz database name such as 'America/New_York' "
             "(not an abbreviation, a fixed offset or the host's local time).",
         )
     try:
@@ -83,6 +88,171 @@ def load_zone(name: str | None, field: str = "zone") -> zoneinfo.ZoneInfo:
 def _known_zones() -> frozenset[str]:
     host_specific = {"localtime", "posixrules", "Factory"}
     return frozenset(zoneinfo.available_timezones() - host_specific) | {"UTC"}
+
+
+GEOGRAPHIC_AREAS = frozenset({"Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic",
+                              "Australia", "Europe", "Indian", "Pacific"})
+"""The areas of tzdata's ``zone1970.tab``: a zone under one of them names a place."""
+UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
+
+
+@functools.lru_cache(maxsize=1024)
+def check_zone(name: str | None, field: str = "zone") -> zoneinfo.ZoneInfo:
+    """Return the zone ``name`` if a new spec (or user) may name it.
+
+    The rule: ``UTC`` and ``Etc/UTC``, and every tz database name of the form
+    ``Area/Location`` whose area is geographic (:data:`GEOGRAPHIC_AREAS`, the areas of
+    ``zone1970.tab``) — a canonical zone or a backward link to one (``Asia/Calcutta``
+    still means ``Asia/Kolkata``). Such a name says which place's clock rules to
+    follow, including the changes that place will make. Everything else is refused
+    with the geographic name to use: abbreviations and POSIX rule names (``CET``,
+    ``EST``, ``MST7MDT``: tzdata keeps them for old systems and since 2024b
+    some of them are links to an arbitrary city), fixed offsets (``Etc/GMT+5``,
+    ``UTC+1``, ``+01:00``: a fixed offset never follows DST), other names of UTC
+    (``GMT``, ``Zulu``) and country or region aliases (``US/Eastern``, ``Japan``).
+
+    A zone that was accepted before this rule stays readable: stored specs are read
+    with :func:`load_zone`.
+
+    Raises:
+        SpecError: naming ``field``: no zone, an unknown zone, or a refused name (the
+            fix names the zone to use where there is an obvious one).
+    """
+    if not name or name in UTC_NAMES or _geographic(name):
+        return load_zone(name, field)
+    if name in _known_zones() or name in _NAMED or _fixed_offset(name) is not None:
+        problem, fix = _refusal(name)
+        raise SpecError(field, problem, fix)
+    return load_zone(name, field)
+
+
+def _geographic(name: str) -> bool:
+    area, slash, _ = name.partition("/")
+    return bool(slash) and area in GEOGRAPHIC_AREAS
+
+
+def _refusal(name: str) -> tuple[str, str]:
+    """What is wrong with a non-geographic zone name, and the zone to use instead."""
+    if name in _ABBREVIATIONS:
+        return (f"{name!r} is an abbreviation or a POSIX rule name, not a place; it says "
+                "nothing about which region's DST rules to follow.",
+                f"use {_ABBREVIATIONS[name]}: pick the city whose rules you follow.")
+    if name in _UTC_ALIASES:
+        also = " (or 'Europe/London' for UK time, which has summer time)" \
+            if "G" in name.upper() else ""
+        return f"{name!r} is another name for UTC.", f"write 'UTC'{also}."
+    if name in _ALIASES:
+        return (f"{name!r} is an old alias kept by the tz database for compatibility.",
+                f"use its current name {_ALIASES[name]!r}.")
+    minutes = _fixed_offset(name)
+    if minutes is not None:
+        shown = f"UTC{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+        posix = " (tzdata's Etc/GMT signs are inverted)" if name.startswith("Etc/GMT") else ""
+        example = _OFFSET_EXAMPLES.get(minutes)
+        city = f", e.g. {example}" if example else ""
+        return (f"{name!r} is a fixed offset, {shown} all year{posix}; a fixed offset never "
+                "follows DST.",
+                f"use the zone of the city whose clock you mean{city}, or 'UTC'.")
+    return (f"{name!r} is not an Area/Location zone name.",
+            "use the IANA name of a place, such as 'Europe/Paris', or 'UTC'.")
+
+
+_OFFSET = re.compile(r"(?:UTC|GMT|UT|Z)?\s*([+-])(\d{1,2})(?::?(\d{2}))?", re.IGNORECASE)
+
+
+def _fixed_offset(name: str) -> int | None:
+    """Minutes east of UTC if ``name`` is a fixed offset (``Etc/GMT+5`` is -300,
+    ``UTC+1`` and ``+01:00`` are 60), else ``None``."""
+    etc = re.fullmatch(r"Etc/GMT([+-])(\d{1,2})", name)
+    if etc:  # POSIX sign: Etc/GMT+5 is five hours *behind* UTC
+        return (-1 if etc.group(1) == "+" else 1) * int(etc.group(2)) * 60
+    match = _OFFSET.fullmatch(name.strip())
+    if not match:
+        return None
+    hours, minutes = int(match.group(2)), int(match.group(3) or 0)
+    if hours > 14 or minutes > 59:
+        return None
+    return (-1 if match.group(1) == "-" else 1) * (hours * 60 + minutes)
+
+
+def _close_match(name: str) -> str:
+    """``"did you mean 'Europe/Paris'? "`` for a near miss (case or spelling), else ``""``."""
+    if not isinstance(name, str) or len(name) > 64:
+        return ""
+    geographic = [*_geographic_zones(), "UTC"]
+    by_lower = {z.lower(): z for z in geographic}
+    close = [by_lower[name.lower()]] if name.lower() in by_lower else \
+        difflib.get_close_matches(name, geographic, n=1, cutoff=0.8)
+    return f"did you mean {close[0]!r}? Otherwise " if close else ""
+
+
+@functools.lru_cache(maxsize=1)
+def _geographic_zones() -> list[str]:
+    return sorted(z for z in _known_zones() if z.split("/", 1)[0] in GEOGRAPHIC_AREAS)
+
+
+_ABBREVIATIONS = {
+    "CET": "'Europe/Paris' or 'Europe/Berlin'",
+    "MET": "'Europe/Paris' or 'Europe/Berlin'",
+    "EET": "'Europe/Athens' or 'Europe/Helsinki'",
+    "WET": "'Europe/Lisbon'",
+    "EST": "'America/New_York' (US Eastern time, with DST; 'America/Panama' keeps -05:00 "
+           "all year)",
+    "EST5EDT": "'America/New_York'",
+    "CST6CDT": "'America/Chicago'",
+    "MST": "'America/Denver' (with DST) or 'America/Phoenix' (-07:00 all year)",
+    "MST7MDT": "'America/Denver'",
+    "PST8PDT": "'America/Los_Angeles'",
+    "HST": "'Pacific/Honolulu'",
+}
+_UTC_ALIASES = frozenset({
+    "GMT", "GMT0", "GMT+0", "GMT-0", "Greenwich", "UCT", "Universal", "Zulu",
+    "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0", "Etc/Greenwich", "Etc/UCT",
+    "Etc/Universal", "Etc/Zulu", "Z",
+})
+_ALIASES = {  # tzdata's 'backward' file, with the place a reader means (Iceland: Reykjavik)
+    "Brazil/Acre": "America/Rio_Branco", "Brazil/DeNoronha": "America/Noronha",
+    "Brazil/East": "America/Sao_Paulo", "Brazil/West": "America/Manaus",
+    "Canada/Atlantic": "America/Halifax", "Canada/Central": "America/Winnipeg",
+    "Canada/Eastern": "America/Toronto", "Canada/Mountain": "America/Edmonton",
+    "Canada/Newfoundland": "America/St_Johns", "Canada/Pacific": "America/Vancouver",
+    "Canada/Saskatchewan": "America/Regina", "Canada/Yukon": "America/Whitehorse",
+    "Chile/Continental": "America/Santiago", "Chile/EasterIsland": "Pacific/Easter",
+    "Cuba": "America/Havana", "Egypt": "Africa/Cairo", "Eire": "Europe/Dublin",
+    "GB": "Europe/London", "GB-Eire": "Europe/London", "Hongkong": "Asia/Hong_Kong",
+    "Iceland": "Atlantic/Reykjavik", "Iran": "Asia/Tehran", "Israel": "Asia/Jerusalem",
+    "Jamaica": "America/Jamaica", "Japan": "Asia/Tokyo", "Kwajalein": "Pacific/Kwajalein",
+    "Libya": "Africa/Tripoli", "Mexico/BajaNorte": "America/Tijuana",
+    "Mexico/BajaSur": "America/Mazatlan", "Mexico/General": "America/Mexico_City",
+    "NZ": "Pacific/Auckland", "NZ-CHAT": "Pacific/Chatham", "Navajo": "America/Denver",
+    "PRC": "Asia/Shanghai", "Poland": "Europe/Warsaw", "Portugal": "Europe/Lisbon",
+    "ROC": "Asia/Taipei", "ROK": "Asia/Seoul", "Singapore": "Asia/Singapore",
+    "Turkey": "Europe/Istanbul", "US/Alaska": "America/Anchorage",
+    "US/Aleutian": "America/Adak", "US/Arizona": "America/Phoenix",
+    "US/Central": "America/Chicago", "US/East-Indiana": "America/Indiana/Indianapolis",
+    "US/Eastern": "America/New_York", "US/Hawaii": "Pacific/Honolulu",
+    "US/Indiana-Starke": "America/Indiana/Knox", "US/Michigan": "America/Detroit",
+    "US/Mountain": "America/Denver", "US/Pacific": "America/Los_Angeles",
+    "US/Samoa": "Pacific/Pago_Pago", "W-SU": "Europe/Moscow",
+}
+_NAMED = frozenset(_ABBREVIATIONS) | _UTC_ALIASES | frozenset(_ALIASES)
+_OFFSET_EXAMPLES = {  # minutes east of UTC -> cities whose standard time it is
+    -660: "'Pacific/Pago_Pago'", -600: "'Pacific/Honolulu'", -570: "'Pacific/Marquesas'",
+    -540: "'America/Anchorage'", -480: "'America/Los_Angeles'",
+    -420: "'America/Denver' or 'America/Phoenix'", -360: "'America/Chicago' or "
+    "'America/Mexico_City'", -300: "'America/New_York' or 'America/Bogota'",
+    -240: "'America/Halifax' or 'America/Caracas'", -210: "'America/St_Johns'",
+    -180: "'America/Sao_Paulo' or 'America/Argentina/Buenos_Aires'",
+    -120: "'America/Noronha'", -60: "'Atlantic/Azores'", 0: "'Europe/London'",
+    60: "'Europe/Paris' or 'Africa/Lagos'", 120: "'Europe/Athens' or 'Africa/Johannesburg'",
+    180: "'Europe/Moscow' or 'Asia/Riyadh'", 210: "'Asia/Tehran'", 240: "'Asia/Dubai'",
+    270: "'Asia/Kabul'", 300: "'Asia/Karachi'", 330: "'Asia/Kolkata'", 345: "'Asia/Kathmandu'",
+    360: "'Asia/Dhaka'", 390: "'Asia/Yangon'", 420: "'Asia/Bangkok'",
+    480: "'Asia/Singapore' or 'Australia/Perth'", 540: "'Asia/Tokyo'",
+    570: "'Australia/Darwin' or 'Australia/Adelaide'", 600: "'Australia/Sydney' or "
+    "'Australia/Brisbane'", 660: "'Pacific/Noumea'", 720: "'Pacific/Auckland'",
+    765: "'Pacific/Chatham'", 780: "'Pacific/Tongatapu'", 840: "'Pacific/Kiritimati'",
+}
 
 
 def require_aware(value: datetime, field: str) -> datetime:

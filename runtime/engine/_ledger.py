@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from watchkeeper.triggers import USER_BINDING_ID, Delivery, EventKind, SlotRange, SpecError
+from watchkeeper.triggers import (
+    USER_BINDING_ID,
+    Delivery,
+    EventKind,
+    SlotRange,
+    SpecError,
+    SpecProblem,
+)
 
 from ..store._db import Connection
 from ..store._specs import spec_from_row
@@ -57,15 +64,17 @@ async def check_destinations(conn: Connection, tenant_id: str, deliveries: Seque
     """Every webhook destination in ``deliveries`` names an endpoint of ``tenant_id``.
 
     Raises:
-        SpecError: naming ``<field>.<index>.destination`` and how to add the endpoint.
+        SpecError: one problem per missing endpoint, naming
+            ``<field>.<index>.destination`` and how to add the endpoint.
     """
     wanted = [(i, d.destination) for i, d in enumerate(deliveries) if d.channel == "webhook"]
     if not wanted:
         return
     found = {r["name"] for r in await conn.fetch("webhook_endpoints_existing", tenant_id,
                                                   [name for _, name in wanted])}
-    for index, name in wanted:
-        if name not in found:
-            raise SpecError(f"{field}.{index}.destination",
-                            f"tenant {tenant_id} has no webhook endpoint {name!r}.",
-                            f"add it first: watchkeeper webhooks add {tenant_id} {name} URL")
+    missing = [SpecProblem(f"{field}.{index}.destination",
+                           f"tenant {tenant_id} has no webhook endpoint {name!r}.",
+                           f"add it first: watchkeeper webhooks add {tenant_id} {name} URL")
+               for index, name in wanted if name not in found]
+    if missing:
+        raise SpecError.of(missing)

@@ -25,6 +25,7 @@ from watchkeeper.triggers import (
     OverrunPolicy,
     Spec,
     SpecError,
+    SpecProblems,
     canonical_json,
     check_identifier,
     parse_spec,
@@ -67,8 +68,9 @@ class ScheduleDef:
     ``stale_claim_after`` bounds a ``run``: size it above the callable's worst case.
 
     Raises:
-        SpecError: on construction, for both or neither cadence or terminal, or any
-            invalid field (the same checks as a user spec).
+        SpecError: on construction, listing every problem: both or neither cadence or
+            terminal, or any invalid field (the same checks as a user spec, named by
+            this class's fields).
     """
 
     id: str
@@ -90,20 +92,28 @@ class ScheduleDef:
     min_interval: timedelta = timedelta(seconds=60)
 
     def __post_init__(self) -> None:
-        check_identifier(self.id, "id")
-        if (self.cron is None) == (self.every is None):
-            raise SpecError("cron", "declare exactly one of cron and every.",
-                            "remove one; both or neither is ambiguous.")
+        found = SpecProblems()
+        with found.check():
+            check_identifier(self.id, "id")
+        cadence = (self.cron is None) != (self.every is None)
+        if not cadence:
+            found.add("cron", "declare exactly one of cron and every.",
+                      "remove one; both or neither is ambiguous.")
         if (self.bindings is None) == (self.run is None):
-            raise SpecError("bindings", "declare exactly one terminal: bindings or run.",
-                            "an agent schedule uses bindings; housekeeping uses run.")
+            found.add("bindings", "declare exactly one terminal: bindings or run.",
+                      "an agent schedule uses bindings; housekeeping uses run.")
         if self.run is not None and not inspect.iscoroutinefunction(self.run):
-            raise SpecError("run", "must be an async function.", "declare it with 'async def'.")
-        if self.static_bindings is not None:
-            validate_bindings(self.static_bindings)
+            found.add("run", "must be an async function.", "declare it with 'async def'.")
+        if self.bindings is not None and not callable(self.bindings):
+            with found.check():
+                validate_bindings(self.bindings)
         if self.tenants is not None:
-            _check_tenants(self.tenants)
-        self.spec()  # validates cadence and policies
+            with found.check():
+                _check_tenants(self.tenants)
+        if cadence:
+            with found.check():
+                self.spec()  # validates cadence and policies
+        found.raise_if_any()
 
     @property
     def static_bindings(self) -> tuple[Binding, ...] | None:
@@ -113,18 +123,27 @@ class ScheduleDef:
         return validate_bindings(self.bindings)
 
     def spec(self) -> Spec:
-        """The calendar and policy part as a version-1 spec."""
+        """The calendar and policy part as a version-1 spec.
+
+        Raises:
+            SpecError: naming this class's fields (``zone``, ``late_policy``, ...), not
+                the spec's (``trigger.zone``, ``lateness.policy``).
+        """
         if self.cron is not None:
             trigger: dict[str, Any] = {"type": "cron", "expr": self.cron, "zone": self.zone,
                                        "dst_gap": self.dst_gap}
         else:
             trigger = {"type": "interval", "every": self.every, "anchor": self.anchor}
-        return parse_spec({
-            "version": 1, "trigger": trigger, "jitter": self.jitter, "overrun": self.overrun,
-            "lateness": {"policy": self.late_policy, "late_grace": self.late_grace},
-            "limits": self.limits.model_dump(), "instructions": self.instructions,
-            "title": self.id,
-        }, min_interval=self.min_interval)
+        try:
+            return parse_spec({
+                "version": 1, "trigger": trigger, "jitter": self.jitter,
+                "overrun": self.overrun,
+                "lateness": {"policy": self.late_policy, "late_grace": self.late_grace},
+                "limits": self.limits.model_dump(), "instructions": self.instructions,
+                "title": self.id,
+            }, min_interval=self.min_interval)
+        except SpecError as exc:
+            raise exc.renamed(lambda field: _SPEC_FIELDS.get(field, field)) from exc
 
     def registration(self) -> dict[str, Any]:
         """The terminal and fan-out as JSON-compatible data (callables by name)."""
@@ -143,6 +162,14 @@ class ScheduleDef:
         """Hash over the spec's effective part and the registration."""
         text = canonical_json({"spec": self.spec().effective(), "registration": self.registration()})
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+_SPEC_FIELDS = {
+    "trigger.expr": "cron", "trigger.zone": "zone", "trigger.dst_gap": "dst_gap",
+    "trigger.every": "every", "trigger.anchor": "anchor", "lateness.policy": "late_policy",
+    "lateness.late_grace": "late_grace",
+}
+"""A spec field -> the :class:`ScheduleDef` field it comes from (others keep their name)."""
 
 
 def _check_tenants(tenants: Sequence[str]) -> None:

@@ -22,13 +22,14 @@ _CACHE_LIMIT = 65_536
 def spec_from_json(spec_hash: str, data: Mapping[str, Any] | str) -> Spec:
     """The spec stored under ``spec_hash``, parsed at most once per process.
 
-    A stored spec was checked against the minimum interval when it was proposed;
-    a later change of that setting must not make it unreadable, so none applies here.
+    A stored spec was checked against the minimum interval and the zone rule when it
+    was proposed; a later change of that setting or rule must not make it unreadable,
+    so neither applies here (``stored=True``).
     """
     spec = _CACHE.get(spec_hash)
     if spec is None:
         plain = json.loads(data) if isinstance(data, str) else dict(data)
-        spec = parse_spec(plain, min_interval=timedelta(0))
+        spec = parse_spec(plain, min_interval=timedelta(0), stored=True)
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()
         _CACHE[spec_hash] = spec

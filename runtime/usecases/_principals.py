@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from watchkeeper.triggers import SpecError, check_identifier, load_zone
+from watchkeeper.triggers import SpecError, SpecProblems, check_identifier, check_zone
 
 from .._errors import AuthError, Conflict, NotFound
 from ..engine._clock import Clock
@@ -62,14 +62,21 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
     The token is shown once; only its SHA-256 is stored.
 
     Raises:
-        SpecError: an invalid id or zone; tenant ids may not start with ``_`` (except
-            a replay's own ``_replay-`` tenant, with ``replay``).
+        SpecError: every invalid field at once: an invalid id; a zone that
+            :func:`~watchkeeper.triggers.check_zone` refuses (not a place: ``CET``,
+            ``Etc/GMT+5``); tenant ids may not start with ``_`` (except a replay's own
+            ``_replay-`` tenant, with ``replay``).
         Conflict: the user exists and ``rotate`` is false.
         NotFound: ``rotate`` for a user that does not exist.
     """
-    check_tenant(tenant_id, replay)
-    check_identifier(user_id, "user_id")
-    load_zone(zone, "zone")
+    found = SpecProblems()
+    with found.check():
+        check_tenant(tenant_id, replay)
+    with found.check():
+        check_identifier(user_id, "user_id")
+    with found.check():
+        check_zone(zone, "zone")
+    found.raise_if_any()
     token = "wk_" + secrets.token_urlsafe(32)
     now = clock.now()
     async with db.transaction() as tx:

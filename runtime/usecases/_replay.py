@@ -29,7 +29,15 @@ import anyio
 
 from watchkeeper.outbox import FileChannel, LogChannel
 from watchkeeper.sources import Source, SourceRegistry
-from watchkeeper.triggers import ConditionTrigger, Spec, SpecError, check_identifier, format_utc, parse_spec
+from watchkeeper.triggers import (
+    ConditionTrigger,
+    Spec,
+    SpecError,
+    SpecProblems,
+    check_identifier,
+    format_utc,
+    parse_spec,
+)
 
 from .._errors import WatchkeeperError
 from ..engine._agents import AgentCatalog
@@ -80,38 +88,59 @@ def load_replay_definitions(path: Path, *, min_interval: timedelta,
             seconds or an ISO 8601 duration, checked as the spec field is).
 
     Raises:
-        SpecError: naming ``definitions[i].<field>`` and the fix.
+        SpecError: listing every problem of every definition, each naming
+            ``definitions[i].<field>`` (``--poll-every`` for the option) and the fix.
     """
     data = load_data(path)
     entries = data.get("definitions")
     if not isinstance(entries, list) or not entries:
         raise SpecError("definitions", f"{path} has no [[definitions]] tables.",
                         "add one [[definitions]] table per definition, with id and a spec.")
+    found = SpecProblems()
     result: list[ReplayDefinition] = []
     for index, entry in enumerate(entries):
         where = f"definitions[{index}]"
-        if not isinstance(entry, Mapping):
-            raise SpecError(where, "is not a table.", "write [[definitions]] with key = value pairs.")
-        raw = dict(entry)
-        definition_id = raw.pop("id", None)
-        if definition_id is None:
-            raise SpecError(f"{where}.id", "is missing.", "give each definition an id.")
-        check_identifier(definition_id, f"{where}.id")
-        if poll_every is not None and isinstance(raw.get("trigger"), Mapping):
-            raw["trigger"] = {**raw["trigger"], "poll_every": poll_every}
-        try:
-            spec = parse_spec(raw, min_interval=min_interval)
-        except SpecError as exc:
-            if poll_every is not None and exc.field == "trigger.poll_every":
-                raise SpecError("--poll-every", exc.problem, exc.fix) from exc
-            raise SpecError(f"{where}.{exc.field}", exc.problem, exc.fix) from exc
-        if not isinstance(spec.trigger, ConditionTrigger):
-            raise SpecError(f"{where}.trigger.type", f"is {spec.trigger.type!r}; replay runs "
-                            "conditional definitions.", "use type = 'condition'.")
-        if definition_id in {d.definition_id for d in result}:
-            raise SpecError(f"{where}.id", f"{definition_id!r} is used twice.", "make ids unique.")
-        result.append(ReplayDefinition(definition_id, spec))
+        with found.check():
+            item = _replay_definition(entry, where, min_interval, poll_every)
+            if item.definition_id in {d.definition_id for d in result}:
+                raise SpecError(f"{where}.id", f"{item.definition_id!r} is used twice.",
+                                "make ids unique.")
+            result.append(item)
+    found.raise_if_any()
     return result
+
+
+def _replay_definition(entry: Any, where: str, min_interval: timedelta,
+                       poll_every: str | float | None) -> ReplayDefinition:
+    """One ``[[definitions]]`` entry.
+
+    Raises:
+        SpecError: every problem of the entry, named under ``where``.
+    """
+    if not isinstance(entry, Mapping):
+        raise SpecError(where, "is not a table.", "write [[definitions]] with key = value pairs.")
+    raw = dict(entry)
+    definition_id = raw.pop("id", None)
+    found = SpecProblems()
+    if definition_id is None:
+        found.add(f"{where}.id", "is missing.", "give each definition an id.")
+    else:
+        with found.check():
+            check_identifier(definition_id, f"{where}.id")
+    if poll_every is not None and isinstance(raw.get("trigger"), Mapping):
+        raw["trigger"] = {**raw["trigger"], "poll_every": poll_every}
+    spec = None
+    try:
+        spec = parse_spec(raw, min_interval=min_interval)
+    except SpecError as exc:
+        found.extend(exc.renamed(lambda field: "--poll-every" if poll_every is not None
+                                 and field == "trigger.poll_every" else f"{where}.{field}"))
+    if spec is not None and not isinstance(spec.trigger, ConditionTrigger):
+        found.add(f"{where}.trigger.type", f"is {spec.trigger.type!r}; replay runs "
+                  "conditional definitions.", "use type = 'condition'.")
+    found.raise_if_any()
+    assert spec is not None and definition_id is not None
+    return ReplayDefinition(definition_id, spec)
 
 
 async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: Source, *,

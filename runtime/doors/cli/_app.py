@@ -33,13 +33,14 @@ from watchkeeper.runtime import (
     NotFound,
     Settings,
     WatchkeeperError,
+    load_units_file,
 )
 from watchkeeper.runtime.usecases import database_server
-from watchkeeper.triggers import SpecError, format_utc
+from watchkeeper.triggers import SpecError, SpecProblem, format_utc
 
-__all__ = ["StdoutClosed", "app", "db_app", "emit_json", "err", "fail_input", "instant", "options", "out",
-           "prefs_app", "replays_app", "settings", "users_app", "webhooks_app", "with_db",
-           "write"]
+__all__ = ["StdoutClosed", "app", "db_app", "emit_json", "err", "fail_input", "fail_json",
+           "instant", "options", "out", "prefs_app", "replays_app", "series_error", "settings",
+           "users_app", "webhooks_app", "with_db", "write"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Keep the standing agreements people make with their AI agents.")
@@ -105,7 +106,7 @@ def settings() -> Settings:
         typer.Exit: code 2, every bad variable named with the fix.
     """
     try:
-        return Settings()
+        config = Settings()
     except pydantic.ValidationError as exc:
         for problem in exc.errors():
             name = str(problem["loc"][0]).upper()
@@ -114,11 +115,17 @@ def settings() -> Settings:
             err.print(f"[red]error:[/] setting {name}: {escape(str(problem['msg']))}. "
                       f"Fix: set {name} to a valid value or unset it.")
         raise typer.Exit(2) from exc
+    try:
+        load_units_file(config)  # once, before any spec or series is read
+    except SpecError as exc:
+        raise fail_input(exc) from exc
+    return config
 
 
-def with_db(fn: Callable[[Database, Settings], Awaitable[T]]) -> T:
+def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bool = False) -> T:
     """Open the database (embedded or DATABASE_URL), migrate, run ``fn``; map errors
-    to exit codes with the message on stderr."""
+    to exit codes with the message on stderr (and, with ``json_errors``, a spec's
+    problems as a JSON list on stdout)."""
     config = settings()
     try:
         with database_server(config) as dsn:
@@ -130,6 +137,8 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]]) -> T:
             return anyio.run(run)
     except StdoutClosed:
         raise
+    except SpecError as exc:
+        raise (fail_json(exc) if json_errors else fail(exc)) from exc
     except tuple(cls for cls, _ in _EXIT) as exc:
         raise fail(exc) from exc
 
@@ -142,7 +151,15 @@ def fail(exc: BaseException) -> typer.Exit:
 
 
 def fail_input(exc: SpecError) -> typer.Exit:
-    """Bad input: the message on stderr, exit 2."""
+    """Bad input: the message (every problem, one per line) on stderr, exit 2."""
+    return fail(exc)
+
+
+def fail_json(exc: SpecError) -> typer.Exit:
+    """Bad input under ``--json``: every problem as a JSON list of ``{field, message,
+    fix}`` on stdout (the shape the HTTP API's problem details carry), the message on
+    stderr, exit 2."""
+    write(json.dumps(exc.to_json(), indent=2) + "\n")
     return fail(exc)
 
 
@@ -189,6 +206,15 @@ def options(**names: str) -> Iterator[None]:
     try:
         yield
     except SpecError as exc:
-        if exc.field in names:
-            raise SpecError(names[exc.field], exc.problem, exc.fix) from exc
-        raise
+        if not any(p.field in names for p in exc.problems):
+            raise
+        raise SpecError.of(SpecProblem(names.get(p.field, p.field), p.problem, p.fix)
+                           for p in exc.problems) from exc
+
+
+def series_error(exc: Exception, option: str = "--series") -> SpecError:
+    """A series file's refusal (one line per problem) as one SpecError with a problem
+    per line, each naming ``option`` and pointing at the README's "Series files"."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [str(exc)]
+    return SpecError.of(SpecProblem(option, line, "fix the file (see the README's 'Series "
+                                    "files').") for line in lines)

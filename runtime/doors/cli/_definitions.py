@@ -14,7 +14,17 @@ from watchkeeper.runtime import Database, Settings, SystemClock, register
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc, parse_spec, preview
 
-from ._app import INSTANT_HELP, app, emit_json, fail_input, instant, out, settings, with_db
+from ._app import (
+    INSTANT_HELP,
+    app,
+    emit_json,
+    fail_input,
+    fail_json,
+    instant,
+    out,
+    settings,
+    with_db,
+)
 from ._render import preview_table
 
 __all__: list[str] = []
@@ -58,7 +68,7 @@ def preview_cmd(
         start = instant(after, "--after") if after else datetime.now(UTC)
         items = preview(spec.bounded_calendar(), start, count)
     except SpecError as exc:
-        raise fail_input(exc) from exc
+        raise (fail_json(exc) if as_json else fail_input(exc)) from exc
     if as_json:
         emit_json([item.to_json() for item in items])
     else:
@@ -80,13 +90,13 @@ def propose_cmd(
     try:
         spec = uc.load_spec(spec_file, min_interval=config.min_interval_delta)
     except SpecError as exc:
-        raise fail_input(exc) from exc
+        raise (fail_json(exc) if as_json else fail_input(exc)) from exc
 
     async def run(db: Database, _: Settings) -> uc.Proposal:
         return await uc.propose(db, SystemClock(), tenant_id=tenant, definition_id=definition,
                                 owner_user_id=owner, spec=spec, proposed_by=by,
                                 based_on=based_on)
-    proposal = with_db(run)
+    proposal = with_db(run, json_errors=as_json)
     try:
         items = preview(spec.bounded_calendar(), datetime.now(UTC), 5)
     except NoOccurrenceError:

@@ -12,7 +12,7 @@ from watchkeeper.runtime import AgentCatalog, CommandAgent, Registry, ScheduleDe
 from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
 from watchkeeper.triggers import SpecError
 
-from ._app import fail_input
+from ._app import fail_input, series_error
 
 __all__ = ["agents_from", "schedules_from", "sources_from"]
 
@@ -70,8 +70,11 @@ def sources_from(target: str | None, series: list[str]) -> SourceRegistry:
                                        "give each series its own name."))
         try:
             found.add(SeriesSource.from_csv(Path(path), name=name, version=version or "1"))
-        except (SeriesError, OSError) as exc:
-            raise fail_input(SpecError("--series", str(exc), "fix the file or path.")) from exc
+        except SeriesError as exc:
+            raise fail_input(series_error(exc)) from exc
+        except OSError as exc:
+            raise fail_input(SpecError("--series", f"cannot read {path}: {exc.strerror}.",
+                                       "check the path.")) from exc
     return found
 
 

@@ -30,6 +30,7 @@ from ._app import (
     instant,
     out,
     replays_app,
+    series_error,
     settings,
     with_db,
     write,
@@ -152,8 +153,7 @@ def replay_cmd(
         start, end = uc.replay_window(source, instant(from_, "--from") if from_ else None,
                                       instant(to, "--to") if to else None)
     except SeriesError as exc:
-        raise fail_input(SpecError("--series", str(exc), "fix the file (see the README's "
-                                   "'Series files').")) from exc
+        raise fail_input(series_error(exc)) from exc
     except OSError as exc:
         raise fail_input(SpecError("--series", f"cannot read {series}: {exc.strerror}.",
                                    "check the path.")) from exc
