@@ -21,6 +21,7 @@ Errors::
     ├── NotFound
     ├── Conflict
     ├── AuthError
+    │   └── Forbidden
     ├── DatabaseUnavailable       (retryable)
     │   └── CommitOutcomeUnknown  .backend_pid .backend_start
     ├── StaleLease
@@ -41,10 +42,12 @@ from ._errors import ConfigError as ConfigError
 from ._errors import Conflict as Conflict
 from ._errors import DatabaseUnavailable as DatabaseUnavailable
 from ._errors import EffectOutcomeUnknown as EffectOutcomeUnknown
+from ._errors import Forbidden as Forbidden
 from ._errors import NotFound as NotFound
 from ._errors import StaleLease as StaleLease
 from ._errors import WatchkeeperError as WatchkeeperError
 from ._settings import Settings as Settings
+from ._settings import load_settings as load_settings
 from ._settings import load_units_file as load_units_file
 from .engine import AgentCatalog as AgentCatalog
 from .engine import AgentContext as AgentContext
@@ -92,10 +95,11 @@ __all__ = [
     "Usage", "Clock", "FakeClock", "SystemClock", "Database", "StoreError",
     "OPERATOR", "UserPrincipal", "add_user", "authenticate", "cancel", "confirm", "pause",
     "propose", "resume", "EmbeddedPostgresError", "embedded_postgres", "AgentError", "AuthError",
+    "Forbidden",
     "BudgetExceeded", "CommitOutcomeUnknown", "ConfigError", "Conflict", "DatabaseUnavailable",
     "EffectOutcomeUnknown", "EffectGate", "EffectNotApplied", "NotFound", "StaleLease",
     "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
     "tick", "Settings", "LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
-    "Worker", "unclaimable_tasks", "load_units_file",
+    "Worker", "unclaimable_tasks", "load_units_file", "load_settings",
 ]

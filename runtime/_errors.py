@@ -7,7 +7,9 @@
     ├── NotFound                 no such tenant, user, definition, revision, task
     ├── Conflict                 the state changed under you (stale base revision,
     │                            a cancelled definition, a duplicate manual trigger)
-    ├── AuthError                missing or wrong token, or not the owner
+    ├── AuthError                missing, wrong or revoked credentials (HTTP 401)
+    │   └── Forbidden            authenticated, but this principal may not do this
+    │                            (an agent key asking to confirm: HTTP 403)
     ├── DatabaseUnavailable      transient: connection refused or dropped (retryable)
     │   └── CommitOutcomeUnknown the COMMIT acknowledgement was lost
     ├── StaleLease               the fencing token is no longer current
@@ -46,6 +48,12 @@ class Conflict(WatchkeeperError):
 
 class AuthError(WatchkeeperError):
     """The caller is not authenticated, or is not allowed to do this."""
+
+
+class Forbidden(AuthError):
+    """The caller is authenticated but its principal may never do this (DESIGN "Who
+    may do what": an agent key may propose and read, never confirm). Another tenant's
+    resources are never ``Forbidden``: they are :class:`NotFound`."""
 
 
 class DatabaseUnavailable(WatchkeeperError):

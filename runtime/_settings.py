@@ -28,7 +28,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from watchkeeper.triggers import SpecError, define_units
@@ -37,7 +37,7 @@ from ._errors import ConfigError
 from .store._db import DEFAULT_SCHEMA, check_schema
 from .store._embedded import default_home
 
-__all__ = ["Settings", "load_units_file"]
+__all__ = ["Settings", "load_settings", "load_units_file"]
 
 
 class Settings(BaseSettings):
@@ -87,6 +87,27 @@ class Settings(BaseSettings):
     def min_interval_delta(self) -> timedelta:
         """``min_interval`` as a timedelta."""
         return timedelta(seconds=self.min_interval)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """The settings from the environment (``overrides`` by field name win), with every
+    bad variable reported at once as configuration.
+
+    Raises:
+        ConfigError: one line per bad variable, each naming it and the fix.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for problem in exc.errors():
+            name = str(problem["loc"][0]).upper() if problem["loc"] else "SETTINGS"
+            if not name.startswith(("WATCHKEEPER_", "DATABASE_URL")):
+                name = f"WATCHKEEPER_{name.rstrip('_')}"
+            message = str(problem["msg"]).removeprefix("Value error, ").rstrip(".")
+            fix = "" if "Fix:" in message else f". Fix: set {name} to a valid value or unset it."
+            lines.append(f"setting {name}: {message}{fix or '.'}")
+        raise ConfigError("\n".join(lines)) from exc
 
 
 def load_units_file(settings: Settings) -> list[str]:

@@ -387,6 +387,11 @@ async def test_replay_into_a_closed_pipe_exits_cleanly_and_leaves_nothing_due(
     assert (due, tenants) == (0, 1 if keep else 0)
     _, out, _ = await cli("status", dsn=db_dsn, home=tmp_path)
     assert "outbox: empty" in out or "pending" not in out
+    _, out, err = await cli("replays", "prune", "--older-than", "P1D", dsn=db_dsn, home=tmp_path)
+    assert "0 replay tenant(s) removed" in err
+    _, out, err = await cli("replays", "prune", dsn=db_dsn, home=tmp_path)  # default: all
+    assert f"{1 if keep else 0} replay tenant(s) removed" in err
+    assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0
 
 
 async def test_what_a_new_user_tripped_over(db: Database, db_dsn: str, tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ def embedding_example() -> str:
 
 async def test_the_embedding_example_runs(db: Database, db_dsn: str, tmp_path: Path) -> None:
     """It prints three Wednesday 20:00 Paris occurrences, the 64-digit hash, one
-    completed manual occurrence and the agent's report; the store agrees."""
+    completed manual occurrence and the agent's report; the store agrees; and it runs
+    again on the same database (a new definition, alice's token re-issued)."""
     script = tmp_path / "embed.py"
     script.write_text(embedding_example())
     env = {**os.environ, "DATABASE_URL": db_dsn, "WATCHKEEPER_HOME": str(tmp_path / "home")}
@@ -52,7 +53,12 @@ async def test_the_embedding_example_runs(db: Database, db_dsn: str, tmp_path: P
     assert "# Holdings review\n\nReview my holdings; notify me only if something changed." in out
     row = await db.pool.fetchrow(
         "SELECT r.spec_hash, d.status FROM definition_revisions r JOIN definitions d "
-        "USING (tenant_id, definition_id) WHERE tenant_id = 'acme' AND definition_id = 'holdings'")
+        "USING (tenant_id, definition_id) WHERE tenant_id = 'acme'")
     assert (row["spec_hash"], row["status"]) == (digest, "active")
     report = await db.pool.fetchrow("SELECT importance, verified FROM reports WHERE tenant_id = 'acme'")
     assert (report["importance"], report["verified"]) == ("high", True)
+    with anyio.fail_after(60):
+        again = await anyio.run_process([sys.executable, str(script)], env=env, check=False,
+                                        cwd=tmp_path)
+    assert again.returncode == 0, again.stderr.decode()
+    assert await db.pool.fetchval("SELECT count(*) FROM reports WHERE tenant_id = 'acme'") == 2

@@ -248,6 +248,7 @@ async def test_a_replay_removes_its_tenant_unless_kept(db: Database, tmp_path: P
     with pytest.raises(BrokenPipeError):
         await replay(db, definitions, source, start=span[0], end=span[1], home=tmp_path,
                      on_event=consumer)
+    assert not list((tmp_path / "notices").glob("_replay-*"))  # its notice files too
     left = {table: await db.pool.fetchval(
         f"SELECT count(*) FROM {table} WHERE tenant_id LIKE '\\_replay-%'")  # noqa: S608
         for table in await tenant_tables(db)}
@@ -294,7 +295,10 @@ async def test_a_kept_replay_settles_its_unsent_notices(db: Database, tmp_path: 
         ("suppressed", "the replay ended before this notice was sent")}
     tenant = await db.pool.fetchval("SELECT tenant_id FROM tenants WHERE tenant_id LIKE '\\_replay-%'")
     assert await prune_replays(db, datetime.now(UTC), timedelta(days=1)) == []
-    assert await prune_replays(db, datetime.now(UTC) + timedelta(seconds=1)) == [tenant]
+    (tmp_path / "notices" / tenant).mkdir(parents=True, exist_ok=True)
+    assert await prune_replays(db, datetime.now(UTC) + timedelta(seconds=1),
+                               home=tmp_path) == [tenant]
+    assert not (tmp_path / "notices" / tenant).exists()
     assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0
 
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import asyncpg
@@ -466,7 +467,7 @@ async def test_a_role_that_may_not_create_the_schema_gets_the_grant_to_run(
     """A login role without CREATE on the database: ConfigError with the CREATE SCHEMA
     ... AUTHORIZATION fix; after the owner runs it, the same role migrates and runs."""
     role = f"wk_role_{uuid.uuid4().hex[:8]}"
-    database = fresh_dsn.rsplit("/", 1)[1]
+    database = urlsplit(fresh_dsn).path.lstrip("/")
     as_role = fresh_dsn.replace("://postgres@", f"://{role}@", 1)
     assert as_role != fresh_dsn, "this test needs DATABASE_URL's user to be postgres"
     async with connected(fresh_dsn) as admin:

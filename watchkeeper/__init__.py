@@ -12,7 +12,8 @@ README's "Python API" shows a complete integration). Its packages:
 
 What is here, by the order an app meets it:
 
-* opening the store: :class:`Settings` (from the environment), :func:`database_server`
+* opening the store: :func:`load_settings` -> :class:`Settings` (from the
+  environment; bad variables raise :class:`ConfigError`), :func:`database_server`
   (``DATABASE_URL`` or the embedded PostgreSQL), :class:`Database`;
 * users and principals: :func:`add_user` (returns the token, shown once),
   :func:`authenticate`, :class:`UserPrincipal`, :data:`OPERATOR`;
@@ -60,6 +61,7 @@ from watchkeeper.runtime import authenticate as authenticate
 from watchkeeper.runtime import cancel as cancel
 from watchkeeper.runtime import confirm as confirm
 from watchkeeper.runtime import history as history
+from watchkeeper.runtime import load_settings as load_settings
 from watchkeeper.runtime import pause as pause
 from watchkeeper.runtime import propose as propose
 from watchkeeper.runtime import register as register
@@ -82,7 +84,7 @@ __all__ = [
     "Clock", "ConfigError", "Conflict", "Database", "DatabaseUnavailable", "FakeClock",
     "HistoryQuery", "NotFound", "Registry", "ScheduleDef", "Settings", "Supervisor",
     "SupervisorConfig", "SystemClock", "Usage", "UserPrincipal", "WatchkeeperError", "add_user",
-    "authenticate", "cancel", "confirm", "history", "pause", "propose", "register", "resume",
+    "authenticate", "load_settings", "cancel", "confirm", "history", "pause", "propose", "register", "resume",
     "review", "trigger_now", "Proposal", "database_server", "report", "Source", "Importance",
     "Observation", "Spec", "SpecError", "parse_spec", "preview",
 ]

@@ -437,6 +437,10 @@ def _connecting() -> Iterator[None]:
     with translated("connect"):
         try:
             yield
+        except (ConnectionRefusedError, TimeoutError) as exc:
+            raise DatabaseUnavailable(
+                f"connect: {type(exc).__name__}: {exc}. Fix: start PostgreSQL, or point "
+                "DATABASE_URL at a server that is up (unset it for the embedded one).") from exc
         except ValueError as exc:  # asyncpg's ClientConfigurationError is one too
             raise ConfigError(
                 f"DATABASE_URL is not a usable PostgreSQL URL: {exc}. Fix: set it to "

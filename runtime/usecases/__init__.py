@@ -19,6 +19,10 @@ May import: the engine, the store, ``watchkeeper.triggers``, ``sources`` and
 ``outbox``. Never a door.
 """
 
+from ._access import Capability as Capability
+from ._access import authorize as authorize
+from ._access import principal_kind as principal_kind
+from ._access import visible_tenant as visible_tenant
 from ._definition_views import DefinitionView as DefinitionView
 from ._definition_views import list_definitions as list_definitions
 from ._definition_views import show_definition as show_definition
@@ -40,6 +44,17 @@ from ._history import history as history
 from ._history import next_step as next_step
 from ._history import report as report
 from ._history import shorten as shorten
+from ._keys import AgentPrincipal as AgentPrincipal
+from ._keys import ApiKey as ApiKey
+from ._keys import KeyKind as KeyKind
+from ._keys import NewKey as NewKey
+from ._keys import OperatorPrincipal as OperatorPrincipal
+from ._keys import Principal as Principal
+from ._keys import TickPrincipal as TickPrincipal
+from ._keys import authenticate_bearer as authenticate_bearer
+from ._keys import create_key as create_key
+from ._keys import list_keys as list_keys
+from ._keys import revoke_key as revoke_key
 from ._manual import TriggerResult as TriggerResult
 from ._manual import review as review
 from ._manual import trigger_now as trigger_now
@@ -92,18 +107,21 @@ from ._webhooks import remove_endpoint as remove_endpoint
 from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
-    "DefinitionView", "list_definitions", "show_definition", "cancel", "confirm",
-    "Confirmation", "pause", "Proposal", "propose", "resume", "list_deliveries",
-    "redeliver", "history", "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent",
-    "HistoryPage", "HistoryQuery", "next_step", "report", "shorten", "review",
-    "trigger_now", "TriggerResult", "database_server", "supervisor_config", "tick_once",
-    "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
-    "get_preferences", "parse_channels", "parse_importance", "parse_quiet",
-    "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",
-    "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
-    "UserPrincipal", "load_replay_definitions", "prune_replays", "remove_replay", "replay",
-    "replay_window", "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations",
-    "load_spec", "DELIVERY_STATUSES", "DeploymentStatus", "status", "supervisors",
-    "SupervisorState", "unclaimable_tasks", "UnclaimableTask", "add_endpoint",
-    "check_secret", "list_endpoints", "new_secret", "remove_endpoint", "rotate_secret",
+    "authorize", "Capability", "principal_kind", "visible_tenant", "DefinitionView",
+    "list_definitions", "show_definition", "cancel", "confirm", "Confirmation", "pause",
+    "Proposal", "propose", "resume", "list_deliveries", "redeliver", "history",
+    "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
+    "next_step", "report", "shorten", "AgentPrincipal", "ApiKey", "authenticate_bearer",
+    "create_key", "KeyKind", "list_keys", "NewKey", "OperatorPrincipal", "Principal",
+    "revoke_key", "TickPrincipal", "review", "trigger_now", "TriggerResult",
+    "database_server", "supervisor_config", "tick_once", "PollCursor", "polls", "PollsPage",
+    "PollsQuery", "require_definition", "CHANNELS", "get_preferences", "parse_channels",
+    "parse_importance", "parse_quiet", "PreferencesInput", "set_preferences", "Actor",
+    "add_user", "authenticate", "check_tenant", "list_users", "OPERATOR",
+    "REPLAY_TENANT_PREFIX", "resolve_actor", "UserPrincipal", "load_replay_definitions",
+    "prune_replays", "remove_replay", "replay", "replay_window", "ReplayDefinition",
+    "ReplaySummary", "load_data", "load_registrations", "load_spec", "DELIVERY_STATUSES",
+    "DeploymentStatus", "status", "supervisors", "SupervisorState", "unclaimable_tasks",
+    "UnclaimableTask", "add_endpoint", "check_secret", "list_endpoints", "new_secret",
+    "remove_endpoint", "rotate_secret",
 ]

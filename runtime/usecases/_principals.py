@@ -25,15 +25,25 @@ __all__ = ["OPERATOR", "REPLAY_TENANT_PREFIX", "Actor", "UserPrincipal", "add_us
 
 @dataclass(frozen=True, slots=True)
 class UserPrincipal:
-    """An authenticated real user."""
+    """An authenticated real user.
+
+    Attributes:
+        via: the app key that vouched for the user (an app authenticated the user
+            itself and sent ``On-Behalf-Of``), e.g. ``"app key 3f9a1c2b4d5e"``; ``None``
+            when the user presented their own token. Part of :attr:`label`, so every
+            audit column (who confirmed, paused, cancelled) says through which key.
+    """
 
     tenant_id: str
     user_id: str
+    via: str | None = None
 
     @property
     def label(self) -> str:
-        """How the user appears in audit columns: ``user:<tenant>/<user>``."""
-        return f"user:{self.tenant_id}/{self.user_id}"
+        """How the user appears in audit columns: ``user:<tenant>/<user>``, plus
+        `` via app key <key_id>`` when an app key acted for them."""
+        plain = f"user:{self.tenant_id}/{self.user_id}"
+        return plain if self.via is None else f"{plain} via {self.via}"
 
 
 class _Operator:

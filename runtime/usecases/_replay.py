@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -203,16 +204,16 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
         return summary
     finally:
         with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
-            await _settle(db, clock, me, tenant, definitions, keep)
+            await _settle(db, clock, me, tenant, definitions, keep, home)
 
 
 async def _settle(db: Database, clock: FakeClock, me: Any, tenant: str,
-                  definitions: Sequence[ReplayDefinition], keep: bool) -> None:
+                  definitions: Sequence[ReplayDefinition], keep: bool, home: Path) -> None:
     """Cancel what is still open; then remove the tenant, or (kept) suppress its unsent
     notices. Errors are logged: the replay's own error matters more."""
     try:
         if not keep:
-            await remove_replay(db, tenant)
+            await remove_replay(db, tenant, home=home)
             return
         for d in definitions:
             if await db.fetchval("definition_is_open", tenant, d.definition_id):
@@ -223,8 +224,10 @@ async def _settle(db: Database, clock: FakeClock, me: Any, tenant: str,
         log.warning("could not settle replay tenant %s: %s", tenant, exc)
 
 
-async def remove_replay(db: Database, tenant_id: str) -> bool:
-    """Remove a replay tenant and every row it owns; ``False`` if there was none.
+async def remove_replay(db: Database, tenant_id: str, *, home: Path | None = None) -> bool:
+    """Remove a replay tenant and every row it owns, and (given ``home``,
+    ``WATCHKEEPER_HOME``) the notice files and artifacts it wrote there; ``False`` if
+    there was no such tenant.
 
     Raises:
         SpecError: ``tenant_id`` is not a replay tenant (``_replay-...``): nothing else
@@ -234,11 +237,15 @@ async def remove_replay(db: Database, tenant_id: str) -> bool:
         raise SpecError("tenant", f"{tenant_id!r} is not a replay tenant.",
                         f"only {REPLAY_TENANT_PREFIX}... tenants can be removed.")
     async with db.transaction() as tx:
-        return await tx.fetchval("tenant_purge", tenant_id) is not None
+        removed = await tx.fetchval("tenant_purge", tenant_id) is not None
+    if home is not None:
+        for folder in (home / "notices" / tenant_id, home / "artifacts" / tenant_id):
+            shutil.rmtree(folder, ignore_errors=True)
+    return removed
 
 
-async def prune_replays(db: Database, now: datetime,
-                        older_than: timedelta = timedelta(0)) -> list[str]:
+async def prune_replays(db: Database, now: datetime, older_than: timedelta = timedelta(0), *,
+                        home: Path | None = None) -> list[str]:
     """Remove the replay tenants (kept with ``--keep``, or left by a crashed replay)
     created before ``now - older_than``; return their ids, oldest first.
 
@@ -249,7 +256,7 @@ async def prune_replays(db: Database, now: datetime,
         raise SpecError("--older-than", "is negative.", "give a duration such as P7D, or 0.")
     removed = []
     for row in await db.fetch("replay_tenants_before", now - older_than):
-        if await remove_replay(db, row["tenant_id"]):
+        if await remove_replay(db, row["tenant_id"], home=home):
             removed.append(row["tenant_id"])
     return removed
 

@@ -18,7 +18,6 @@ from datetime import UTC, date, datetime, time
 from typing import Any, TypeVar
 
 import anyio
-import pydantic
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -33,6 +32,7 @@ from watchkeeper.runtime import (
     NotFound,
     Settings,
     WatchkeeperError,
+    load_settings,
     load_units_file,
 )
 from watchkeeper.runtime.usecases import database_server
@@ -100,21 +100,15 @@ def _quiet_stdout() -> None:
 
 
 def settings() -> Settings:
-    """The settings from the environment.
+    """The settings from the environment, with the units file read.
 
     Raises:
         typer.Exit: code 2, every bad variable named with the fix.
     """
     try:
-        config = Settings()
-    except pydantic.ValidationError as exc:
-        for problem in exc.errors():
-            name = str(problem["loc"][0]).upper()
-            if not name.startswith(("WATCHKEEPER_", "DATABASE_URL")):
-                name = f"WATCHKEEPER_{name}"
-            err.print(f"[red]error:[/] setting {name}: {escape(str(problem['msg']))}. "
-                      f"Fix: set {name} to a valid value or unset it.")
-        raise typer.Exit(2) from exc
+        config = load_settings()
+    except ConfigError as exc:
+        raise fail(exc) from exc
     try:
         load_units_file(config)  # once, before any spec or series is read
     except SpecError as exc:

@@ -211,13 +211,14 @@ def replays_prune(
 ) -> None:
     """Remove the tenants that 'replay --keep' (or a crashed replay) left behind."""
     try:
-        age = _DURATION.validate_python(older_than)
+        age = (timedelta(seconds=float(older_than)) if older_than.replace(".", "", 1).isdigit()
+               else _DURATION.validate_python(older_than))
     except pydantic.ValidationError as exc:
         raise fail_input(SpecError("--older-than", f"{older_than!r} is not a duration.",
                                    "give seconds or ISO 8601, e.g. P7D.")) from exc
 
-    async def run(db: Database, _: Settings) -> list[str]:
-        return await uc.prune_replays(db, datetime.now(UTC), age)
+    async def run(db: Database, config: Settings) -> list[str]:
+        return await uc.prune_replays(db, datetime.now(UTC), age, home=config.home)
     removed = with_db(run)
     for tenant in removed:
         out.print(f"removed {tenant}")

@@ -63,7 +63,8 @@ def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant
         emit_json(state.to_json())
         return
     if not state.supervisors:
-        out.print("no supervisor has run against this database yet")
+        out.print("no supervisor has written a heartbeat to this database yet "
+                  "('watchkeeper tick' runs without one)")
     for s in state.supervisors:
         offset = "" if s.clock_offset_ms is None else f", clock offset {s.clock_offset_ms:.0f} ms"
         shown = s.status if s.live or s.status == "stopped" else (

@@ -1084,7 +1084,8 @@ WITH
   p AS (DELETE FROM notification_preferences WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   q AS (DELETE FROM webhook_secrets WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   r AS (DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
-  s AS (DELETE FROM users WHERE tenant_id = $1 AND $1 LIKE '\_replay-%')
+  s AS (DELETE FROM users WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  t AS (DELETE FROM api_keys WHERE tenant_id = $1 AND $1 LIKE '\_replay-%')
 DELETE FROM tenants WHERE tenant_id = $1 AND $1 LIKE '\_replay-%' RETURNING tenant_id;
 
 -- name: deliveries_settle_tenant
@@ -1100,3 +1101,31 @@ RETURNING delivery_id;
 SELECT tenant_id, created_at FROM tenants
 WHERE tenant_id LIKE '\_replay-%' AND created_at < $1
 ORDER BY created_at;
+
+-- ---------------------------------------------------------------- API keys
+
+-- name: api_key_insert
+INSERT INTO api_keys (key_id, kind, tenant_id, name, secret_sha256, created_at, created_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7);
+
+-- name: api_key_get
+SELECT key_id, kind, tenant_id, name, secret_sha256, created_at, created_by, revoked_at,
+       last_used_at
+FROM api_keys WHERE key_id = $1;
+
+-- name: api_key_used
+-- At most one write a minute per key: last_used_at is for people, not an audit log.
+UPDATE api_keys SET last_used_at = $2
+WHERE key_id = $1 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute');
+
+-- name: api_keys_list
+SELECT key_id, kind, tenant_id, name, created_at, created_by, revoked_at, last_used_at
+FROM api_keys
+WHERE ($1::text IS NULL OR tenant_id = $1)
+ORDER BY tenant_id NULLS FIRST, created_at, key_id;
+
+-- name: api_key_revoke
+UPDATE api_keys SET revoked_at = $3
+WHERE key_id = $1 AND tenant_id IS NOT DISTINCT FROM coalesce($2, tenant_id)
+  AND revoked_at IS NULL
+RETURNING key_id;
