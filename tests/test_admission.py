@@ -427,3 +427,27 @@ async def test_lord_howe_thirty_minute_fold_fires_once(db: Database) -> None:
         await tick(db, clock)
     assert [o["scheduled_for"] for o in await occurrences(db)] == [
         utc("2026-04-04T14:30Z"), utc("2026-04-05T15:00Z")]
+
+
+async def test_review_never_decides_another_tenants_occurrence(db: Database) -> None:
+    """A user (or the operator) of globex holding a definition of the same id cannot
+    approve or skip acme's occurrence by naming acme's binding: not found, and acme's
+    occurrence still waits for review."""
+    from watchkeeper.runtime import NotFound
+    from watchkeeper.runtime.usecases import OPERATOR
+
+    clock = FakeClock(utc("2026-06-01T00:30:00Z"))
+    spec = {**HOURLY, "lateness": {"policy": "review_late"}}
+    await confirmed(db, clock, spec, definition_id="rv")
+    bob = await confirmed(db, clock, spec, definition_id="rv",
+                          principal=await owner(db, clock, tenant="globex", user="bob"))
+    clock.set_wall(utc("2026-06-01T02:15:00Z"))
+    await tick(db, clock)
+    slot = "2026-06-01T02:00:00Z"
+    for actor, tenant in ((bob, "globex"), (OPERATOR, "globex")):
+        for approve in (True, False):
+            with pytest.raises(NotFound):
+                await review(db, clock, actor, "acme", "rv", slot, approve=approve,
+                             binding_id="owner", definition_tenant_id=tenant)
+    acme = [o for o in await occurrences(db, "rv") if o["tenant_id"] == "acme"]
+    assert [o["decision"] for o in acme] == ["review_required"]

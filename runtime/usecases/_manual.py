@@ -19,6 +19,7 @@ from typing import Any
 
 from watchkeeper.triggers import (
     OPERATOR_TENANT,
+    USER_BINDING_ID,
     Decision,
     DueWindow,
     LatenessVerdict,
@@ -145,10 +146,12 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
             raise
         # a registered definition's occurrence is under the binding's tenant
         item = await _load(db, actor, OPERATOR_TENANT, definition_id)
+    _same_owner(item, tenant_id, binding_id, slot)
     now = clock.now()
     async with db.transaction() as tx:
         await tx.fetch("definitions_lock_batch_wait", [item.tenant_id], [definition_id])
-        task = await tx.fetchrow("task_review_get", tenant_id, definition_id, binding_id, slot)
+        task = await tx.fetchrow("task_review_get", tenant_id, definition_id, binding_id, slot,
+                                 item.tenant_id)
         if task is not None:
             status = "pending" if approve else "expired"
             await tx.execute("task_review_decide", tenant_id, task["task_id"], status,
@@ -158,7 +161,8 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
             return Decision.ADMITTED.value if approve else Decision.SKIPPED_REVIEW.value
         occ = await tx.fetchrow("occurrence_get", tenant_id, definition_id, binding_id, slot,
                                 "scheduled")
-        if occ is None or occ["decision"] != Decision.REVIEW_REQUIRED.value:
+        if (occ is None or occ["decision"] != Decision.REVIEW_REQUIRED.value
+                or occ["definition_tenant_id"] != item.tenant_id):
             raise NotFound(f"no occurrence {slot} of {definition_id} waits for review")
         if not approve:
             await tx.execute("occurrence_review_decide", tenant_id, definition_id, binding_id,
@@ -166,6 +170,17 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
                              False, now, actor.label)
             return Decision.SKIPPED_REVIEW.value
         return await _approve(tx, item, occ, now, actor.label)
+
+
+def _same_owner(item: DueDefinition, tenant_id: str, binding_id: str, slot: str) -> None:
+    """A user-confirmed definition's occurrences live in its own tenant, under its one
+    binding; an occurrence named in another tenant does not exist for it.
+
+    Raises:
+        NotFound: naming the definition (never the other tenant's work).
+    """
+    if item.origin == "user" and (tenant_id, binding_id) != (item.tenant_id, USER_BINDING_ID):
+        raise NotFound(f"no occurrence {slot} of {item.definition_id} waits for review")
 
 
 async def _approve(tx: Connection, item: DueDefinition, occ: Any, now: datetime,

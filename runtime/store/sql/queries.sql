@@ -739,9 +739,11 @@ WHERE d.definition_id = ANY($2::text[])
 FOR UPDATE OF d;
 
 -- name: task_review_get
+-- $5: the definition's own tenant (a task of another tenant's definition of the same id
+-- is never decided here).
 SELECT task_id FROM tasks
 WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
-  AND status = 'review_required'
+  AND definition_tenant_id = $5 AND status = 'review_required'
 FOR UPDATE;
 
 -- name: task_review_decide
