@@ -522,3 +522,50 @@ async def test_every_spec_problem_at_once_and_as_json(db: Database, db_dsn: str,
         assert code == 2 and f"{units}:2" in err
     finally:
         os.environ.pop("WATCHKEEPER_UNITS_FILE")
+
+
+async def test_sigterm_settles_a_replay(db: Database, db_dsn: str, tmp_path: Path) -> None:
+    """SIGTERM in the middle of a replay ends it settled: exit 143, the message says so,
+    and its tenant is gone (nothing of it polls or is due any more)."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(WATCHKEEPER_HOME=str(tmp_path), DATABASE_URL=db_dsn)
+    async with await anyio.open_process(
+            [sys.executable, "-m", "watchkeeper", "replay", "--definitions",
+             str(EXAMPLES / "conditions" / "stocks.toml"), "--series",
+             str(EXAMPLES / "series" / "stocks.csv"), "--json"], env=env) as process:
+        assert process.stdout is not None and process.stderr is not None
+        with anyio.fail_after(60):
+            await process.stdout.receive()  # the replay is running
+            process.send_signal(signal.SIGTERM)
+            async for _ in process.stdout:
+                pass
+            err = b"".join([chunk async for chunk in process.stderr]).decode()
+            code = await process.wait()
+    assert code == 143, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list"], ["users", "list"], ["status"],
+                                  ["history", "--json"], ["deliveries"],
+                                  ["preview", "--every", "60", "--count", "50"]])
+async def test_a_closed_stdout_is_a_clean_exit(db: Database, db_dsn: str, tmp_path: Path,
+                                               args: list[str]) -> None:
+    """Whatever prints the output (rich, typer's help, JSON), a reader that already went
+    away is exit 0 without a traceback: the read end is closed before the command
+    starts, so every write fails."""
+    await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+    read, write = os.pipe()
+    os.close(read)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(WATCHKEEPER_HOME=str(tmp_path), DATABASE_URL=db_dsn)
+    try:
+        result = await anyio.run_process([sys.executable, "-m", "watchkeeper", *args], env=env,
+                                         stdout=write, check=False)
+    finally:
+        os.close(write)
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "Traceback" not in err and "Broken" not in err and "error" not in err

@@ -371,3 +371,36 @@ def test_a_replay_refuses_an_agent_it_does_not_have(tmp_path: Path) -> None:
                                  end=start + timedelta(days=1), home=tmp_path))
     assert raised.value.field == "a.agent.name"
     assert raised.value.problem.startswith("names agent 'research'; this replay has digest")
+
+
+async def test_prune_leaves_a_running_replay_alone(db: Database, tmp_path: Path) -> None:
+    """While a replay runs (here: blocked inside its first source read), prune removes
+    nothing of it; once it ends, its own end settles it (removed by default)."""
+    definitions = load_replay_definitions(EXAMPLES / "conditions" / "stocks.toml",
+                                          min_interval=DEFAULT_MIN_INTERVAL)
+    series = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    span = series.span()
+    assert span is not None
+    reading, release = anyio.Event(), anyio.Event()
+
+    class Blocking:
+        name, version = series.name, series.version
+
+        async def read(self, subject: str, at: datetime) -> Any:
+            reading.set()
+            await release.wait()
+            return await series.read(subject, at)
+
+    summaries = []
+    async with anyio.create_task_group() as tg:
+        async def run() -> None:
+            summaries.append(await replay(db, definitions, Blocking(), start=span[0],
+                                          end=span[0] + timedelta(days=40), home=tmp_path))
+        tg.start_soon(run)
+        await reading.wait()
+        assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 1
+        assert await prune_replays(db, datetime.now(UTC) + timedelta(seconds=1)) == []
+        assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 3
+        release.set()
+    assert summaries[0].polls > 0
+    assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0

@@ -197,14 +197,17 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
     # the tenant is created on the real clock (prune_replays goes by its age); all
     # else happens on the virtual one
     me = await authenticate(db, await add_user(db, SystemClock(), tenant, "replay", replay=True))
-    try:
-        summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
-                             on_event, on_progress, catalog)
-        summary.kept = keep
-        return summary
-    finally:
-        with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
-            await _settle(db, clock, me, tenant, definitions, keep, home)
+    async with db.connection() as running:  # held while it runs: prune leaves it alone
+        await running.execute("replay_lock", tenant)
+        try:
+            summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
+                                 on_event, on_progress, catalog)
+            summary.kept = keep
+            return summary
+        finally:
+            with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
+                await _settle(db, clock, me, tenant, definitions, keep, home)
+                await running.execute("replay_unlock", tenant)
 
 
 async def _settle(db: Database, clock: FakeClock, me: Any, tenant: str,
@@ -247,17 +250,26 @@ async def remove_replay(db: Database, tenant_id: str, *, home: Path | None = Non
 async def prune_replays(db: Database, now: datetime, older_than: timedelta = timedelta(0), *,
                         home: Path | None = None) -> list[str]:
     """Remove the replay tenants (kept with ``--keep``, or left by a crashed replay)
-    created before ``now - older_than``; return their ids, oldest first.
+    created before ``now - older_than``; return their ids, oldest first. A replay that
+    is still running (it holds its tenant's advisory lock) is left alone.
 
     Raises:
         SpecError: a negative ``older_than`` (field ``--older-than``).
     """
-    if older_than < timedelta(0):
-        raise SpecError("--older-than", "is negative.", "give a duration such as P7D, or 0.")
+    if not timedelta(0) <= older_than <= timedelta(days=36_500):
+        raise SpecError("--older-than", f"{older_than} is outside 0 to 100 years.",
+                        "give a duration such as P7D, or 0.")
     removed = []
     for row in await db.fetch("replay_tenants_before", now - older_than):
-        if await remove_replay(db, row["tenant_id"], home=home):
-            removed.append(row["tenant_id"])
+        tenant = row["tenant_id"]
+        async with db.connection() as conn:
+            if not await conn.fetchval("replay_try_lock", tenant):
+                continue  # still running: its own end settles it
+            try:
+                if await remove_replay(db, tenant, home=home):
+                    removed.append(tenant)
+            finally:
+                await conn.execute("replay_unlock", tenant)
     return removed
 
 

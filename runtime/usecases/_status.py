@@ -110,13 +110,13 @@ class DeploymentStatus:
 
 
 async def status(db: Database, now: datetime, *, tenant_id: str | None = None) -> DeploymentStatus:
-    """The deployment as of ``now`` (aware): supervisors, unclaimable tasks (of one
-    tenant, or all), and the outbox backlog.
+    """The deployment as of ``now`` (aware): supervisors, unclaimable tasks and the
+    outbox backlog (of one tenant, or of all but the replays', whose clock is virtual).
 
     Raises:
         ValueError: ``now`` is naive.
     """
-    summary = await db.fetch("deliveries_summary")
+    summary = await db.fetch("deliveries_summary", tenant_id)
     due = [r["oldest_due"] for r in summary if r["oldest_due"] is not None]
     return DeploymentStatus(await supervisors(db, now),
                             await unclaimable_tasks(db, now, tenant_id=tenant_id),

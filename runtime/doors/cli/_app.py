@@ -56,9 +56,22 @@ app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(prefs_app, name="prefs")
 app.add_typer(replays_app, name="replays")
 
-out = Console()
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``| head``): a clean end, not a failure."""
+
+
+class _Console(Console):
+    """rich's console, but a closed pipe is :class:`StdoutClosed` (exit 0), not rich's
+    ``SystemExit(1)``."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise StdoutClosed
+
+
+out = _Console()
 if not out.is_terminal:  # a pipe or a file: do not fold tables to 80 columns
-    out = Console(width=140)
+    out = _Console(width=140)
 err = Console(stderr=True)
 if not err.is_terminal:  # keep each message on one line for grep and scripts
     err = Console(stderr=True, soft_wrap=True)
@@ -66,10 +79,6 @@ T = TypeVar("T")
 
 _EXIT = ((SpecError, 2), (ConfigError, 2), (NotFound, 3), (AuthError, 4), (Conflict, 5),
          (DatabaseUnavailable, 6), (EmbeddedPostgresError, 6), (WatchkeeperError, 1))
-
-
-class StdoutClosed(Exception):
-    """The reader of stdout went away (``| head``): a clean end, not a failure."""
 
 
 def write(text: str) -> None:
@@ -86,11 +95,27 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("watchkeeper.notify").setLevel(logging.INFO)  # the log channel
+    was_devnull = _stdout_is_devnull()
     try:
         app()
     except StdoutClosed:
         _quiet_stdout()
         raise SystemExit(0) from None
+    except SystemExit as exc:
+        # typer prints --help and usage errors through a rich console of its own, whose
+        # broken-pipe handler points stdout at /dev/null and exits 1: a closed pipe too
+        if exc.code == 1 and not was_devnull and _stdout_is_devnull():
+            raise SystemExit(0) from None
+        raise
+
+
+def _stdout_is_devnull() -> bool:
+    """Whether file descriptor 1 is /dev/null (rich redirects it there on a closed pipe)."""
+    try:
+        mine, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (mine.st_dev, mine.st_ino, mine.st_rdev) == (null.st_dev, null.st_ino, null.st_rdev)
 
 
 def _quiet_stdout() -> None:

@@ -171,17 +171,37 @@ def replay_cmd(
             progress.update(bar, completed=(at - start).total_seconds(),
                             description=format_utc(at)[:10])
 
-        async def run(db: Database, config: Settings) -> uc.ReplaySummary:
-            return await uc.replay(db, items, source, start=start, end=end, home=config.home,
-                                   on_event=show, on_progress=moved, keep=keep,
-                                   agents=catalog)
+        async def run(db: Database, config: Settings) -> uc.ReplaySummary | None:
+            done: list[uc.ReplaySummary] = []
+            stopped: list[int] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_on_sigterm, tg.cancel_scope, stopped)
+                done.append(await uc.replay(db, items, source, start=start, end=end,
+                                            home=config.home, on_event=show,
+                                            on_progress=moved, keep=keep, agents=catalog))
+                tg.cancel_scope.cancel()
+            return done[0] if done and not stopped else None
 
         summary = with_db(run)
+    if summary is None:
+        err.print("stopped by SIGTERM: the replay was settled "
+                  + ("(its tenant kept)" if keep else "(its tenant removed)"))
+        raise typer.Exit(128 + signal.SIGTERM)
     actions = ", ".join(f"{k} {v}" for k, v in sorted(summary.actions.items()))
     where = (f"stored under tenant {summary.tenant_id}" if summary.kept else
              f"tenant {summary.tenant_id} removed (--keep keeps it)")
     err.print(f"replayed {format_utc(summary.start)} .. {format_utc(summary.end)}: "
               f"{summary.polls} polls ({actions}); tasks {summary.tasks or 'none'}; {where}")
+
+
+async def _cancel_on_sigterm(scope: anyio.CancelScope, stopped: list[int]) -> None:
+    """Cancel ``scope`` on SIGTERM (the replay's own cleanup then runs, shielded), and
+    note it in ``stopped``; Ctrl-C already arrives as KeyboardInterrupt."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for signum in signals:
+            stopped.append(signum)
+            scope.cancel()
+            return
 
 
 def _timeline_printer(as_json: bool) -> Any:

@@ -697,10 +697,13 @@ JOIN users u ON u.tenant_id = p.tenant_id AND u.user_id = p.user_id
 WHERE p.tenant_id = $1 AND p.user_id = $2;
 
 -- name: deliveries_summary
--- The outbox backlog by status, and how late the oldest due notice is.
+-- The outbox backlog by status, and how late the oldest due notice is: of tenant $1, or
+-- of every tenant but the replays' (their clock is virtual).
 SELECT status, count(*) AS count, min(next_attempt_at) FILTER (
            WHERE status IN ('pending', 'retrying')) AS oldest_due
-FROM deliveries GROUP BY status ORDER BY status;
+FROM deliveries
+WHERE ($1::text IS NULL AND tenant_id NOT LIKE '\_replay-%') OR tenant_id = $1
+GROUP BY status ORDER BY status;
 
 -- name: deliveries_list
 SELECT d.tenant_id, d.delivery_id, d.task_id, t.definition_id, t.slot, d.channel,
@@ -1131,3 +1134,14 @@ UPDATE api_keys SET revoked_at = $3
 WHERE key_id = $1 AND tenant_id IS NOT DISTINCT FROM coalesce($2, tenant_id)
   AND revoked_at IS NULL
 RETURNING key_id;
+
+-- name: replay_lock
+-- A running replay holds this session lock on its tenant for as long as it runs (a
+-- killed replay's session ends and releases it), so prune never removes a live one.
+SELECT pg_advisory_lock(hashtextextended('watchkeeper replay ' || $1, 0));
+
+-- name: replay_unlock
+SELECT pg_advisory_unlock(hashtextextended('watchkeeper replay ' || $1, 0));
+
+-- name: replay_try_lock
+SELECT pg_try_advisory_lock(hashtextextended('watchkeeper replay ' || $1, 0));
