@@ -569,3 +569,20 @@ async def test_a_closed_stdout_is_a_clean_exit(db: Database, db_dsn: str, tmp_pa
     err = result.stderr.decode()
     assert result.returncode == 0, err
     assert "Traceback" not in err and "Broken" not in err and "error" not in err
+
+
+async def test_db_migrate_says_what_it_applied(fresh_dsn: str, tmp_path: Path) -> None:
+    """On an empty database, db migrate lists every migration it applied; run again, the
+    schema is current; out-of-range ids and instants are exit 2, not a traceback."""
+    from watchkeeper.runtime.store._db import migrations
+
+    _, out, _ = await cli("db", "migrate", dsn=fresh_dsn, home=tmp_path)
+    assert out.strip() == f"applied {[m.version for m in migrations()]}"
+    _, out, _ = await cli("db", "migrate", dsn=fresh_dsn, home=tmp_path)
+    assert out.strip() == "schema is current"
+    for args in (["report", "99999999999999999999", "--tenant", "a"],
+                 ["confirm", "x", "--revision", "99999999999", "--spec-hash", "h"],
+                 ["history", "--since", "0001-01-01T00:00:00+14:00"],
+                 ["preview", "--every", "60", "--after", "9999-12-31T23:58:00Z"]):
+        code, _, err = await cli(*args, dsn=fresh_dsn, home=tmp_path, check=False)
+        assert code == 2 and "Traceback" not in err, (args, err)

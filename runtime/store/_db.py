@@ -441,9 +441,14 @@ def _connecting() -> Iterator[None]:
             raise DatabaseUnavailable(
                 f"connect: {type(exc).__name__}: {exc}. Fix: start PostgreSQL, or point "
                 "DATABASE_URL at a server that is up (unset it for the embedded one).") from exc
-        except ValueError as exc:  # asyncpg's ClientConfigurationError is one too
+        except asyncpg.UndefinedObjectError as exc:  # a query parameter sent as a setting
             raise ConfigError(
-                f"DATABASE_URL is not a usable PostgreSQL URL: {exc}. Fix: set it to "
+                f"DATABASE_URL names a setting PostgreSQL does not know ({exc}). Fix: remove "
+                "that ?parameter (asyncpg reads sslmode, host, port, user, password, dbname; "
+                "any other is sent to the server as a setting).") from exc
+        except (ValueError, OverflowError) as exc:  # ClientConfigurationError is a ValueError
+            raise ConfigError(
+                f"DATABASE_URL is not a usable PostgreSQL URL: {str(exc).rstrip('.')}. Fix: set it to "
                 "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE.") from exc
         except asyncpg.InvalidCatalogNameError as exc:
             found = re.search(r'database "(.+)" does not exist', str(exc))
@@ -455,9 +460,12 @@ def _connecting() -> Iterator[None]:
                 asyncpg.InvalidAuthorizationSpecificationError) as exc:
             raise ConfigError(f"PostgreSQL refused the login: {exc}. {fix_login}") from exc
         except asyncpg.InsufficientPrivilegeError as exc:
+            grant = "TEMPORARY" if "temporary" in str(exc).lower() else "CONNECT"
+            why = (" (each connection stages admissions in temporary tables)"
+                   if grant == "TEMPORARY" else "")
             raise ConfigError(
-                f"{exc}. Fix: have the database owner GRANT CONNECT ON DATABASE to the user "
-                "in DATABASE_URL, or connect as another user.") from exc
+                f"{exc}{why}. Fix: have the database owner GRANT {grant} ON DATABASE to the "
+                "user in DATABASE_URL, or connect as another user.") from exc
 
 
 async def _migrate(conn: Connection, schema: str) -> list[int]:
@@ -521,7 +529,12 @@ def _foreign(schema: str) -> Iterator[None]:
 
 
 async def _apply(conn: Connection, schema: str) -> list[int]:
-    applied = {r["version"]: r["sha256"] for r in await conn.fetch("migrations_applied")}
+    try:
+        applied = {r["version"]: r["sha256"] for r in await conn.fetch("migrations_applied")}
+    except StoreError as exc:  # a schema_migrations table of another tool
+        raise ConfigError(
+            f'schema "{schema}" holds a schema_migrations table that is not watchkeeper\'s '
+            f"({exc}). Fix: set WATCHKEEPER_SCHEMA to a schema of watchkeeper's own.") from exc
     done = []
     for migration in migrations():
         if migration.version in applied:

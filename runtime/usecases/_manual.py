@@ -141,11 +141,14 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
     """
     try:
         item = await _load(db, actor, definition_tenant_id or tenant_id, definition_id)
-    except NotFound:
+    except NotFound as missing:
         if definition_tenant_id is not None:
             raise
         # a registered definition's occurrence is under the binding's tenant
-        item = await _load(db, actor, OPERATOR_TENANT, definition_id)
+        try:
+            item = await _load(db, actor, OPERATOR_TENANT, definition_id)
+        except NotFound:
+            raise missing from None
     _same_owner(item, tenant_id, binding_id, slot)
     now = clock.now()
     async with db.transaction() as tx:

@@ -166,32 +166,35 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
             version), or an agent ``agents`` does not have (default: ``digest`` only);
             ``end`` is not after ``start``.
     """
+    catalog = agents or AgentCatalog()
+    found = SpecProblems()
     if end <= start:
-        raise SpecError("--to", f"{format_utc(end)} is not after --from {format_utc(start)}.",
-                        "give a later --to.")
+        found.add("--to", f"{format_utc(end)} is not after --from {format_utc(start)}.",
+                  "give a later --to.")
     for d in definitions:
         ref = d.spec.trigger.source  # type: ignore[union-attr]
         if (ref.name, ref.version) != (source.name, source.version):
-            raise SpecError(f"{d.definition_id}.trigger.source",
-                            f"names {ref.name} version {ref.version}; this replay's series is "
-                            f"{source.name} version {source.version}.",
-                            f"set source = {{ name = '{source.name}', version = "
-                            f"'{source.version}' }}, or pass --source-name/--source-version.")
-    for d in definitions:
+            found.add(
+                f"{d.definition_id}.trigger.source",
+                f"names {ref.name} version {ref.version}; this replay's series is "
+                f"{source.name} version {source.version}.",
+                f"set source = {{ name = '{source.name}', version = '{source.version}' }}, or "
+                "pass --source-name/--source-version.")
         for index, delivery in enumerate(d.spec.delivery):
             if delivery.channel == "webhook":
-                raise SpecError(f"{d.definition_id}.delivery.{index}.channel",
-                                "a replay sends no webhooks (its tenant has no endpoints, and "
-                                "a historical replay must not notify anyone live).",
-                                "use channel = 'file' or 'log' in the replay file.")
-    catalog = agents or AgentCatalog()
-    for d in definitions:
+                found.add(
+                    f"{d.definition_id}.delivery.{index}.channel",
+                    "a replay sends no webhooks (its tenant has no endpoints, and a historical "
+                    "replay must not notify anyone live).",
+                    "use channel = 'file' or 'log' in the replay file.")
         if d.spec.agent.name not in catalog.names():
-            raise SpecError(f"{d.definition_id}.agent.name",
-                            f"names agent {d.spec.agent.name!r}; this replay has "
-                            f"{', '.join(catalog.names())} (its worker claims only tasks of "
-                            "an agent it has, so the task would wait forever).",
-                            "use the built-in agent 'digest', or give the replay that agent.")
+            found.add(
+                f"{d.definition_id}.agent.name",
+                f"names agent {d.spec.agent.name!r}; this replay has "
+                f"{', '.join(catalog.names())} (its worker claims only tasks of an agent it "
+                "has, so the task would wait forever).",
+                "use the built-in agent 'digest', or give the replay that agent (--agent).")
+    found.raise_if_any()
     clock = FakeClock(start)
     tenant = f"{REPLAY_TENANT_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
     # the tenant is created on the real clock (prune_replays goes by its age); all

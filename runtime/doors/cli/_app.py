@@ -38,9 +38,9 @@ from watchkeeper.runtime import (
 from watchkeeper.runtime.usecases import database_server
 from watchkeeper.triggers import SpecError, SpecProblem, format_utc
 
-__all__ = ["StdoutClosed", "app", "db_app", "emit_json", "err", "fail_input", "fail_json",
-           "instant", "options", "out", "prefs_app", "replays_app", "series_error", "settings",
-           "users_app", "webhooks_app", "with_db", "write"]
+__all__ = ["MAX_ID", "MAX_REVISION", "StdoutClosed", "app", "db_app", "emit_json", "err",
+           "fail_input", "fail_json", "instant", "options", "out", "prefs_app", "replays_app",
+           "series_error", "settings", "users_app", "webhooks_app", "with_db", "write"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Keep the standing agreements people make with their AI agents.")
@@ -141,7 +141,8 @@ def settings() -> Settings:
     return config
 
 
-def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bool = False) -> T:
+def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bool = False,
+            migrate: bool = True) -> T:
     """Open the database (embedded or DATABASE_URL), migrate, run ``fn``; map errors
     to exit codes with the message on stderr (and, with ``json_errors``, a spec's
     problems as a JSON list on stdout)."""
@@ -150,7 +151,7 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
         with database_server(config) as dsn:
 
             async def run() -> T:
-                async with Database.open(dsn, schema=config.schema) as db:
+                async with Database.open(dsn, schema=config.schema, migrate=migrate) as db:
                     return await fn(db, config)
 
             return anyio.run(run)
@@ -195,9 +196,18 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
+MAX_ID = 2**63 - 1
+"""The largest task id (PostgreSQL bigint)."""
+MAX_REVISION = 2**31 - 1
+"""The largest revision number (PostgreSQL integer)."""
+EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC)
+"""Instants an option may name: the same years a spec may (1970 to 2200)."""
+
+
 def instant(text: str, option: str) -> datetime:
     """An aware instant from an option: ISO 8601 with an offset, or a plain date
-    (``2026-12-02``), which means 00:00 UTC that day — as in series files.
+    (``2026-12-02``), which means 00:00 UTC that day — as in series files — between
+    1970 and 2200.
 
     Raises:
         typer.Exit: code 2, naming ``option``.
@@ -212,6 +222,13 @@ def instant(text: str, option: str) -> datetime:
     if value.tzinfo is None:
         raise fail_input(SpecError(option, f"{text!r} has no UTC offset.",
                                    "add Z or +01:00, or give a plain date (00:00 UTC)."))
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise fail_input(SpecError(option, f"{text!r} is outside 1970-2200.",
+                                   "give an instant between 1970 and 2200."))
     return value
 
 

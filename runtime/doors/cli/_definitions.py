@@ -16,6 +16,7 @@ from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc, parse
 
 from ._app import (
     INSTANT_HELP,
+    MAX_REVISION,
     app,
     emit_json,
     fail_input,
@@ -81,7 +82,8 @@ def propose_cmd(
     tenant: Annotated[str, typer.Option(help="Tenant of the definition.")],
     definition: Annotated[str, typer.Option("--id", help="Definition id.")],
     owner: Annotated[str, typer.Option(help="Owner user id (a real user).")],
-    based_on: Annotated[int | None, typer.Option(help="Revision this edit starts from.")] = None,
+    based_on: Annotated[int | None, typer.Option(min=1, max=MAX_REVISION,
+                                                 help="Revision this edit starts from.")] = None,
     by: Annotated[str, typer.Option(help="The proposing agent principal.")] = "agent:cli",
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -125,7 +127,7 @@ def propose_cmd(
 @app.command("confirm")
 def confirm_cmd(
     definition: str,
-    revision: Annotated[int, typer.Option(help="The proposed revision.")],
+    revision: Annotated[int, typer.Option(min=1, max=MAX_REVISION, help="The proposed revision.")],
     spec_hash: Annotated[str, typer.Option(help="The spec_hash you were shown.")],
     token: Annotated[str | None, typer.Option(help="Owner's token (or WATCHKEEPER_TOKEN).")] = None,
 ) -> None:

@@ -14,6 +14,7 @@ from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import SpecError
 
 from ._app import (
+    MAX_ID,
     app,
     emit_json,
     err,
@@ -138,7 +139,7 @@ def deliveries_cmd(
     tenant: Annotated[str | None, typer.Option()] = None,
     status: Annotated[str | None, typer.Option(help="pending, delivering, delivered, "
                                                     "retrying, dead or suppressed.")] = None,
-    task: Annotated[int | None, typer.Option()] = None,
+    task: Annotated[int | None, typer.Option(min=1, max=MAX_ID)] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
     attempts: Annotated[bool, typer.Option(help="Also list each delivery's attempts.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,

@@ -27,6 +27,7 @@ from ._app import (
     emit_json,
     err,
     fail_input,
+    fail_json,
     instant,
     out,
     replays_app,
@@ -158,7 +159,7 @@ def replay_cmd(
         raise fail_input(SpecError("--series", f"cannot read {series}: {exc.strerror}.",
                                    "check the path.")) from exc
     except SpecError as exc:
-        raise fail_input(exc) from exc
+        raise (fail_json(exc) if as_json else fail_input(exc)) from exc
     # notices go through the outbox as usual; the log channel's lines would drown the
     # timeline, so they are kept out of stderr here (the deliveries are still recorded)
     logging.getLogger("watchkeeper.notify").setLevel(logging.WARNING)
@@ -174,15 +175,18 @@ def replay_cmd(
         async def run(db: Database, config: Settings) -> uc.ReplaySummary | None:
             done: list[uc.ReplaySummary] = []
             stopped: list[int] = []
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_cancel_on_sigterm, tg.cancel_scope, stopped)
-                done.append(await uc.replay(db, items, source, start=start, end=end,
-                                            home=config.home, on_event=show,
-                                            on_progress=moved, keep=keep, agents=catalog))
-                tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_cancel_on_sigterm, tg.cancel_scope, stopped)
+                    done.append(await uc.replay(db, items, source, start=start, end=end,
+                                                home=config.home, on_event=show,
+                                                on_progress=moved, keep=keep, agents=catalog))
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:  # the replay's own error, not the group's
+                raise _leaf(group) from None
             return done[0] if done and not stopped else None
 
-        summary = with_db(run)
+        summary = with_db(run, json_errors=as_json)
     if summary is None:
         err.print("stopped by SIGTERM: the replay was settled "
                   + ("(its tenant kept)" if keep else "(its tenant removed)"))
@@ -192,6 +196,12 @@ def replay_cmd(
              f"tenant {summary.tenant_id} removed (--keep keeps it)")
     err.print(f"replayed {format_utc(summary.start)} .. {format_utc(summary.end)}: "
               f"{summary.polls} polls ({actions}); tasks {summary.tasks or 'none'}; {where}")
+
+
+def _leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first exception inside a (nested) exception group."""
+    first = group.exceptions[0]
+    return _leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _cancel_on_sigterm(scope: anyio.CancelScope, stopped: list[int]) -> None:
@@ -250,7 +260,7 @@ def db_migrate() -> None:
     """Apply pending migrations (every command also does this on start)."""
     async def run(db: Database, _: Settings) -> list[int]:
         return await db.migrate()
-    applied = with_db(run)
+    applied = with_db(run, migrate=False)
     out.print("schema is current" if not applied else f"applied {applied}")
 
 

@@ -14,7 +14,7 @@ from watchkeeper.runtime import Database, Settings, SystemClock
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import format_utc
 
-from ._app import INSTANT_HELP, app, emit_json, err, instant, options, out, users_app, with_db, write
+from ._app import INSTANT_HELP, MAX_ID, app, emit_json, err, instant, options, out, users_app, with_db, write
 from ._render import definitions_table, history_table, utc_text
 
 __all__: list[str] = []
@@ -76,8 +76,8 @@ def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant
     for task in state.unclaimable:
         out.print(f"[yellow]waiting[/] {task.tenant_id}/#{task.task_id} {escape(task.definition_id)} "
                   f"{task.slot}: no running supervisor offers agent {task.agent!r} (waited "
-                  f"{task.waited_seconds:.0f} s; {_WHEN_EXPIRED[task.late_policy]} after "
-                  f"{format_utc(task.expires_at)}); start one with --agent {task.agent}=COMMAND",
+                  f"{task.waited_seconds:.0f} s; {_after_expiry(task)}); start one with "
+                  f"--agent {task.agent}=COMMAND",
                   soft_wrap=True)
     counts = state.deliveries
     summary = ", ".join(f"{counts[k]} {k}" for k in uc.DELIVERY_STATUSES if counts.get(k))
@@ -90,6 +90,14 @@ def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant
 
 _WHEN_EXPIRED = {"skip_expired": "expires", "review_late": "goes to review",
                  "catch_up_once": "runs late once an agent is there"}
+
+
+def _after_expiry(task: uc.UnclaimableTask) -> str:
+    """What happens to a waiting task: a first attempt follows its lateness policy past
+    ``expires_at``; a retry or a takeover just waits for an agent."""
+    if task.attempts or task.status == "running":
+        return "a retry: it runs once an agent is there"
+    return f"{_WHEN_EXPIRED[task.late_policy]} after {format_utc(task.expires_at)}"
 
 
 @app.command("list")
@@ -149,7 +157,8 @@ def show_cmd(definition: str, tenant: Annotated[str, typer.Option()],
 
 
 @app.command("report")
-def report_cmd(task: int, tenant: Annotated[str, typer.Option(help="The task's tenant.")],
+def report_cmd(task: Annotated[int, typer.Argument(min=1, max=MAX_ID)],
+               tenant: Annotated[str, typer.Option(help="The task's tenant.")],
                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Print a task's committed report and its receipt."""
     async def run(db: Database, _: Settings) -> dict[str, Any]:
