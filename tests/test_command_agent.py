@@ -20,11 +20,11 @@ from watchkeeper.runtime.engine._agents import (
     AgentContext,
     AgentResult,
     BudgetGuard,
-    CommandAgent,
     Usage,
 )
 from watchkeeper.runtime.engine._answer import AnswerInvalid, parse_answer
 from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._command import STDERR_TAIL_BYTES, STDOUT_LIMIT_BYTES, CommandAgent
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
@@ -234,3 +234,143 @@ def test_negative_or_nan_usage_cannot_be_charged() -> None:
     with pytest.raises(ValueError, match="usage.cost_usd is Decimal\\('NaN'\\), not a cost"):
         guard.charge(cost_usd=Decimal("NaN"))
     assert guard.used == Usage()
+
+
+def contract_problems(reason: str) -> str:
+    """The problems an invalid-answer reason lists (between its two fixed phrases)."""
+    return reason.split("breaks the contract: ", 1)[1].split(". Fix: ")[0]
+
+
+@pytest.mark.parametrize(("code", "problem"), [
+    ("import sys; sys.stdin.read(); sys.stdout.write('# report\\0tail\\n')",
+     "report: the report contains a NUL character at offset 8; PostgreSQL text cannot hold it "
+     "(got '# report\\x00tail\\n')"),
+    (printing('{"report": "\\u0000"}'),
+     "report: the report contains a NUL character at offset 0; PostgreSQL text cannot hold it "
+     "(got '\\x00')"),
+    (printing('{"report": "ok \\ud800"}'),
+     "report: the report contains a lone surrogate U+D800 at offset 3; it has no UTF-8 "
+     "encoding, so PostgreSQL text cannot hold it (got 'ok \\ud800')"),
+    (printing('{"report": "# r", "artifact": "a\\u0000.csv"}'),
+     "artifact: the artifact path contains a NUL character at offset 1; PostgreSQL text "
+     "cannot hold it (got 'a\\x00.csv')"),
+    (printing('{"report": "# r", "usage": {"cost_usd": "1E-20000"}}'),
+     "usage.cost_usd: Decimal input should have no more than 18 decimal places (got "
+     "'1E-20000')"),
+])
+async def test_text_postgresql_cannot_store_fails_the_task_once(
+        db: Database, tmp_path: Path, code: str, problem: str) -> None:
+    """A NUL or a lone surrogate in the report or artifact path (and a cost finer than
+    PostgreSQL's numeric sums hold) is an invalid answer: one failed attempt of three
+    allowed, its tool attempt recorded, no report, and the worker goes on."""
+    clock = FakeClock(utc(START))
+    worker, _ = await run_command(db, clock, tmp_path, code, limits={"max_attempts": 3})
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == "failed"
+    assert contract_problems(outcome.reason) == problem
+    assert await worker.run_once() is None
+    assert await runs(db) == [(1, "failed", {**NO_USAGE, "tool_attempts": 1})]
+    [task] = await tasks(db)
+    assert (task["status"], task["status_reason"]) == ("failed", outcome.reason)
+    assert await db.pool.fetchval("SELECT count(*) FROM reports") == 0
+
+
+async def test_stdout_past_the_limit_kills_the_command_and_fails_once(
+        db: Database, tmp_path: Path) -> None:
+    """A command printing without end is killed once it passes 8 MiB; the task fails for
+    good with the limit and the bytes read (at most one 64 KiB read past it)."""
+    clock = FakeClock(utc(START))
+    code = ("import sys; sys.stdin.read()\n"
+            "while True: sys.stdout.write('x' * 65536)")
+    worker, _ = await run_command(db, clock, tmp_path, code, limits={"max_attempts": 3})
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == "failed"
+    prefix = (f"AgentError: {sys.executable} printed more than {STDOUT_LIMIT_BYTES} bytes on "
+              "stdout (the limit; ")
+    assert outcome.reason.startswith(prefix)
+    read = int(outcome.reason[len(prefix):].split(" ", 1)[0])
+    assert 8 * 1024 * 1024 < read <= 8 * 1024 * 1024 + 65536
+    assert await worker.run_once() is None
+    assert await runs(db) == [(1, "failed", {**NO_USAGE, "tool_attempts": 1})]
+
+
+async def test_stdout_at_the_limit_is_a_report(db: Database, tmp_path: Path) -> None:
+    """Exactly 8 MiB of markdown is within the limit and committed byte for byte."""
+    clock = FakeClock(utc(START))
+    code = ("import sys; sys.stdin.read(); sys.stdout.write('#' + 'x' * (8 * 1024 * 1024 - 1))")
+    worker, _ = await run_command(db, clock, tmp_path, code)
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == "completed"
+    assert await db.pool.fetchval("SELECT octet_length(content_md) FROM reports") == 8 * 1024 * 1024
+
+
+async def test_only_the_tail_of_stderr_is_kept(tmp_path: Path) -> None:
+    """20 MiB on stderr leaves the last 64 KiB, ending with what was printed last."""
+    code = ("import sys; sys.stderr.write('e' * (20 * 1024 * 1024)); sys.stderr.write('LAST'); "
+            "sys.exit(4)")
+    stdout, status, stderr = await CommandAgent([sys.executable, "-c", code])._execute(b"{}")
+    assert (stdout, status, len(stderr)) == (b"", 4, 64 * 1024)
+    assert stderr == b"e" * (64 * 1024 - 4) + b"LAST"
+    assert STDERR_TAIL_BYTES == 64 * 1024
+
+
+async def test_a_command_that_does_not_read_its_context_still_answers(
+        db: Database, tmp_path: Path) -> None:
+    """A command that ignores stdin (and exits before the context is written) is judged by
+    its exit status and stdout, not by the broken pipe."""
+    clock = FakeClock(utc(START))
+    worker, _ = await run_command(db, clock, tmp_path, "print('# no input read')",
+                                  instructions="m" * 1_000_000)
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == "completed"
+    assert await db.pool.fetchval("SELECT content_md FROM reports") == "# no input read\n"
+
+
+@pytest.mark.parametrize(("text", "status", "reason"), [
+    ("[" * 100_000 + "]" * 100_000, "completed", "non-empty markdown report (200000 bytes)"),
+    ('{"a": ' * 100_000 + "1" + "}" * 100_000, "failed",
+     "answer: a JSON object the reader cannot follow (nested deeper than Python's recursion "
+     "limit); the contract's objects nest two levels and hold short numbers"),
+])
+async def test_deeply_nested_json_is_markdown_or_refused_never_retried(
+        db: Database, tmp_path: Path, text: str, status: str, reason: str) -> None:
+    """100,000 nested arrays are not a JSON object, so they are the markdown report (the
+    contract); as many nested objects are an object that breaks it: one attempt of three,
+    either way."""
+    clock = FakeClock(utc(START))
+    path = tmp_path / "answer.txt"
+    path.write_text(text)
+    code = f"import sys; sys.stdin.read(); sys.stdout.write(open({str(path)!r}).read())"
+    worker, _ = await run_command(db, clock, tmp_path, code, limits={"max_attempts": 3})
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == status
+    if status == "failed":
+        assert contract_problems(outcome.reason) == reason
+    else:
+        assert outcome.reason == reason
+        assert await db.pool.fetchval("SELECT content_md FROM reports") == text
+    assert await worker.run_once() is None
+    assert [(a, o) for a, o, _ in await runs(db)] == [
+        (1, "succeeded" if status == "completed" else "failed")]
+
+
+def test_a_json_object_with_a_number_too_long_to_read_is_refused() -> None:
+    """A 5,000-digit count (past Python's 4,300-digit reading limit) in an object is an
+    invalid answer, not markdown; the same number alone is markdown."""
+    with pytest.raises(AnswerInvalid) as raised:
+        parse_answer('{"usage": {"model_requests": ' + "1" * 5000 + "}}")
+    assert raised.value.problems == (
+        "answer: a JSON object the reader cannot follow (Exceeds the limit (4300 digits) for "
+        "integer string conversion: value has 5000 digits); the contract's objects nest two "
+        "levels and hold short numbers",)
+    assert parse_answer("1" * 5000).report == "1" * 5000
+
+
+def test_a_long_refused_value_is_quoted_in_part() -> None:
+    """An unknown key holding a megabyte is named with its first 60 characters of repr and
+    its length, so a reason stays short."""
+    with pytest.raises(AnswerInvalid) as raised:
+        parse_answer(json.dumps({"report": "# r", "extra": "y" * 1_000_000}))
+    shown = repr("y" * 1_000_000)
+    assert raised.value.problems == (
+        f"extra: Extra inputs are not permitted (got {shown[:60]}... (1000002 characters))",)

@@ -20,7 +20,6 @@ from ._agents import AgentContext as AgentContext
 from ._agents import AgentResult as AgentResult
 from ._agents import AgentRunner as AgentRunner
 from ._agents import BudgetGuard as BudgetGuard
-from ._agents import CommandAgent as CommandAgent
 from ._agents import DigestAgent as DigestAgent
 from ._agents import OccurrenceInfo as OccurrenceInfo
 from ._agents import Usage as Usage
@@ -28,6 +27,7 @@ from ._answer import AnswerInvalid as AnswerInvalid
 from ._clock import Clock as Clock
 from ._clock import FakeClock as FakeClock
 from ._clock import SystemClock as SystemClock
+from ._command import CommandAgent as CommandAgent
 from ._delivery_store import PgDeliveryStore as PgDeliveryStore
 from ._effects import EffectGate as EffectGate
 from ._effects import EffectNotApplied as EffectNotApplied

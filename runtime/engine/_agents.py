@@ -9,26 +9,26 @@ An agent reaches the outside world only through ``ctx.effects`` (see
 
 Built-ins: ``digest`` (deterministic, no model; the default) and ``command`` (a
 subprocess that reads the context as JSON on stdin and prints its answer: see
-:mod:`watchkeeper.runtime.engine._answer`).
+:mod:`watchkeeper.runtime.engine._command` and :mod:`watchkeeper.runtime.engine._answer`).
+
+What a run returns must be storable (:func:`result_problems`, :func:`usage_problems`):
+the worker refuses, without another attempt, a result PostgreSQL cannot hold.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-import anyio
-
 from watchkeeper.triggers import Importance, format_utc
 
-from .._errors import AgentError, BudgetExceeded
-from ._answer import AnswerInvalid, parse_answer
+from .._errors import BudgetExceeded
+from ._answer import COST_DECIMAL_PLACES, storable_problem
 
 __all__ = [
     "AgentCatalog",
@@ -36,11 +36,13 @@ __all__ = [
     "AgentResult",
     "AgentRunner",
     "BudgetGuard",
-    "CommandAgent",
     "DigestAgent",
     "Importance",
     "OccurrenceInfo",
     "Usage",
+    "recordable_usage",
+    "result_problems",
+    "usage_problems",
 ]
 
 
@@ -217,6 +219,82 @@ class AgentResult:
     artifact: Path | None = None
 
 
+BIGINT_MAX = 2**63 - 1
+"""The largest count a run may record: the run budget's sums cast each recorded count to
+PostgreSQL's ``bigint``."""
+
+MAX_COST_USD = Decimal(10) ** 15
+"""The largest cost (USD) a run may record; far above any run, far within ``numeric``."""
+
+_COST_STEP = Decimal(1).scaleb(-COST_DECIMAL_PLACES)
+
+
+def result_problems(result: Any) -> list[str]:
+    """What in an agent's result cannot be committed, one ``"<field>: <problem>"`` line
+    each (empty when it can): the report and the artifact path must be text PostgreSQL
+    can store (:func:`~._answer.storable_problem`), importance an :class:`Importance`,
+    usage a :class:`Usage` (its figures are checked by :func:`usage_problems` once
+    settled). A command agent's answer has passed the same checks already."""
+    if not isinstance(result, AgentResult):
+        return [f"result: the agent returned {type(result).__name__}, not an AgentResult"]
+    problems = []
+    if not isinstance(result.report, str):
+        problems.append(f"report: {type(result.report).__name__} is not a str")
+    elif (problem := storable_problem("the report", result.report)) is not None:
+        problems.append(f"report: {problem}")
+    if not isinstance(result.importance, Importance):
+        problems.append(f"importance: {result.importance!r} is not an Importance (low, "
+                        "normal or high)")
+    if not isinstance(result.usage, Usage):
+        problems.append(f"usage: {type(result.usage).__name__} is not a Usage")
+    if result.artifact is not None:
+        if not isinstance(result.artifact, str | Path):
+            problems.append(f"artifact: {type(result.artifact).__name__} is not a path")
+        elif (problem := storable_problem("the artifact path", str(result.artifact))) is not None:
+            problems.append(f"artifact: {problem}")
+    return problems
+
+
+def usage_problems(usage: Usage) -> list[str]:
+    """What in one run's usage cannot be recorded exactly, one line per measure: a
+    count past :data:`BIGINT_MAX`, a cost past :data:`MAX_COST_USD` or with more than
+    :data:`~._answer.COST_DECIMAL_PLACES` digits after the point."""
+    problems = [f"usage.{name}: {value} is past the largest recordable count ({BIGINT_MAX})"
+                for name, value in _counts(usage) if value > BIGINT_MAX]
+    cost = usage.cost_usd
+    if cost > MAX_COST_USD:
+        problems.append(f"usage.cost_usd: {cost} is past the largest recordable cost "
+                        f"({MAX_COST_USD} USD)")
+    if _places(cost) > COST_DECIMAL_PLACES:
+        problems.append(f"usage.cost_usd: {cost} has more than {COST_DECIMAL_PLACES} digits "
+                        "after the decimal point")
+    return problems
+
+
+def recordable_usage(usage: Usage) -> Usage:
+    """``usage`` as the worker records it: each figure that :func:`usage_problems` refuses
+    brought to the nearest recordable value at or above it (counts to
+    :data:`BIGINT_MAX`, the cost rounded up to its last decimal place, at most
+    :data:`MAX_COST_USD`), so a run never records less than it used while the budget's
+    sums stay computable."""
+    counts = {name: min(value, BIGINT_MAX) for name, value in _counts(usage)}
+    cost = usage.cost_usd
+    if _places(cost) > COST_DECIMAL_PLACES:
+        cost = cost.quantize(_COST_STEP, rounding=ROUND_CEILING)
+    return replace(usage, cost_usd=min(cost, MAX_COST_USD), **counts)
+
+
+def _counts(usage: Usage) -> list[tuple[str, int]]:
+    names = ("model_requests", "tool_attempts", "input_tokens", "output_tokens")
+    return [(name, getattr(usage, name)) for name in names]
+
+
+def _places(value: Decimal) -> int:
+    """Digits after the decimal point of a finite Decimal (0 for an integer)."""
+    exponent = value.as_tuple().exponent
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
+
 class AgentRunner(Protocol):
     """Runs one attempt of a task. May raise; the worker records the failure."""
 
@@ -268,51 +346,6 @@ def _observation_line(o: Mapping[str, Any]) -> str:
     return (f"- {o.get('subject')} = {value} as of {o.get('as_of')} ({o.get('op')} "
             f"{o.get('threshold')}: {o.get('verdict')}; source {o.get('source')} "
             f"version {o.get('source_version')}, observation {o.get('observation_id')})")
-
-
-class CommandAgent:
-    """Runs ``argv`` with the context JSON on stdin; stdout is the answer: plain
-    markdown (the report), or a JSON object ``{"report", "importance", "artifact",
-    "usage"}`` (the contract: :mod:`watchkeeper.runtime.engine._answer`).
-
-    Budget: starting the command is one tool attempt, charged before it starts (a task
-    whose tool budget is spent starts no command). The usage it reports is added to that
-    and settled after it exits: a command cannot be stopped before it reports, so the run
-    that crosses a limit is recorded in full and is the task's last.
-
-    Raises (from :meth:`run`):
-        AgentError: ``retryable=True`` for a non-zero exit status (with the tail of
-            stderr); ``retryable=False`` for an answer that breaks the contract (every
-            problem named).
-        BudgetExceeded: the tool budget is spent before the start, or the reported usage
-            passes a limit.
-    """
-
-    def __init__(self, argv: Sequence[str]) -> None:
-        self.argv = list(argv)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        """Run the command once."""
-        ctx.budget.charge(tool_attempts=1)
-        result = await anyio.run_process(self.argv, input=json.dumps(ctx.to_json()).encode(),
-                                         check=False, stderr=subprocess.PIPE)
-        if result.returncode != 0:
-            tail = result.stderr.decode(errors="replace")[-500:]
-            raise AgentError(f"{self.argv[0]} exited {result.returncode}: {tail}", retryable=True)
-        try:
-            answer = parse_answer(result.stdout.decode(errors="replace"))
-        except AnswerInvalid as exc:
-            raise AgentError(
-                f"{self.argv[0]} printed an answer that breaks the contract: {exc}. Fix: print "
-                "plain markdown, or one JSON object with report, importance (low, normal or "
-                "high), artifact and usage (non-negative integer counts, cost_usd a decimal); "
-                "see the README's command agents section", retryable=False) from exc
-        reported = answer.usage
-        ctx.budget.settle(Usage(tool_attempts=1) + Usage(
-            reported.model_requests, reported.tool_attempts, reported.cost_usd,
-            reported.input_tokens, reported.output_tokens))
-        return AgentResult(answer.report, answer.importance, ctx.budget.used,
-                           Path(answer.artifact) if answer.artifact else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,15 @@ stdout is either plain markdown (the report; usage unknown) or one JSON object::
 Every key is optional (``report`` defaults to empty, ``importance`` to ``normal``, each
 usage figure to 0); an unknown key is refused, so a typo (``"importnce"``) is not
 silently dropped. Counts are non-negative JSON integers; ``cost_usd`` is a decimal
-string or a JSON number (read exactly, never through a float), finite and non-negative.
-An answer that breaks the contract raises :class:`AnswerInvalid` naming every problem
-at once; the worker fails the task without another attempt (the same agent would print
-the same answer again).
+string or a JSON number (read exactly, never through a float), finite, non-negative,
+with at most :data:`COST_DECIMAL_PLACES` digits after the point. The report and the
+artifact path must be text PostgreSQL can store (:func:`storable_problem`: no NUL
+character, no lone surrogate). JSON that is not an object (``[...]``, ``"..."``, a
+number) is plain markdown, however deep its arrays nest; stdout that starts with ``{``
+but is too deep (or has a number too long) for the JSON reader is refused, as no
+object of the contract nests more than two levels. An answer that breaks the contract
+raises :class:`AnswerInvalid` naming every problem at once; the worker fails the task
+without another attempt (the same agent would print the same answer again).
 """
 
 from __future__ import annotations
@@ -22,17 +27,57 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic_core import PydanticCustomError
 
 from watchkeeper.triggers import Importance
 
-__all__ = ["Answer", "AnswerInvalid", "AnswerUsage", "parse_answer"]
+__all__ = ["COST_DECIMAL_PLACES", "MAX_COUNT", "Answer", "AnswerInvalid", "AnswerUsage",
+           "parse_answer", "storable_problem"]
 
-_MAX_COUNT = 10**12
+MAX_COUNT = 10**12
 """Upper bound of one reported count (requests, attempts, tokens): far above any real
 run, low enough that sums over attempts stay within PostgreSQL's bigint."""
 
-_Count = Annotated[StrictInt, Field(ge=0, le=_MAX_COUNT)]
+COST_DECIMAL_PLACES = 18
+"""Digits a cost may have after the decimal point: finer than any price, and far within
+PostgreSQL's ``numeric`` (16,383 digits after the point), which the run budget's sums
+cast every recorded cost to."""
+
+_SHOWN = 60
+"""Characters of a refused value quoted in a problem (a report may be megabytes)."""
+
+_Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
+
+
+def storable_problem(what: str, text: str) -> str | None:
+    """Why PostgreSQL's ``text`` cannot hold ``text``, or ``None`` when it can.
+
+    ``what`` names the value in the sentence (``"the report"``). Two things cannot be
+    stored: a NUL character (U+0000, refused by every PostgreSQL text type) and a lone
+    surrogate (U+D800..U+DFFF, which has no UTF-8 encoding). Offsets count characters
+    from 0. Source: PostgreSQL docs, "Character Types" ("the character with code zero
+    cannot be stored") and the UTF-8 definition (RFC 3629 section 3).
+    """
+    nul = text.find("\x00")
+    if nul >= 0:
+        return f"{what} contains a NUL character at offset {nul}; PostgreSQL text cannot hold it"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"{what} contains a lone surrogate U+{ord(text[exc.start]):04X} at offset "
+                f"{exc.start}; it has no UTF-8 encoding, so PostgreSQL text cannot hold it")
+    return None
+
+
+def _storable(what: str) -> AfterValidator:
+    """A pydantic check that a string field passes :func:`storable_problem`."""
+    def check(value: str | None) -> str | None:
+        problem = None if value is None else storable_problem(what, value)
+        if problem is not None:
+            raise PydanticCustomError("not_storable", problem)
+        return value
+    return AfterValidator(check)
 
 
 class AnswerUsage(BaseModel):
@@ -45,7 +90,8 @@ class AnswerUsage(BaseModel):
     tool_attempts: _Count = 0
     input_tokens: _Count = 0
     output_tokens: _Count = 0
-    cost_usd: Annotated[Decimal, Field(ge=0, le=10**9, allow_inf_nan=False)] = Decimal(0)
+    cost_usd: Annotated[Decimal, Field(ge=0, le=10**9, allow_inf_nan=False,
+                                       decimal_places=COST_DECIMAL_PLACES)] = Decimal(0)
 
 
 class Answer(BaseModel):
@@ -53,14 +99,15 @@ class Answer(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    report: StrictStr = ""
+    report: Annotated[StrictStr, _storable("the report")] = ""
     importance: Importance = Importance.NORMAL
-    artifact: Annotated[StrictStr, Field(min_length=1)] | None = None
+    artifact: Annotated[StrictStr | None, Field(min_length=1),
+                        _storable("the artifact path")] = None
     usage: AnswerUsage = AnswerUsage()
 
 
 class AnswerInvalid(ValueError):
-    """stdout was a JSON object that breaks the answer contract.
+    """stdout breaks the answer contract.
 
     Attributes:
         problems: one ``"<field>: <what is wrong> (got <value>)"`` line per problem.
@@ -72,28 +119,47 @@ class AnswerInvalid(ValueError):
 
 
 def parse_answer(text: str) -> Answer:
-    """Read a command agent's stdout.
+    """Read a command agent's stdout (see the module docstring for the contract).
 
     Plain text (anything that is not a JSON object) is the markdown report itself, with
     importance ``normal`` and no usage reported. JSON numbers are parsed as exact
     decimals; ``NaN`` and ``Infinity`` are read and then refused as costs.
 
     Raises:
-        AnswerInvalid: a JSON object that breaks the contract, every problem named.
+        AnswerInvalid: a JSON object that breaks the contract, every problem named; a
+            report that cannot be stored; stdout starting with ``{`` that nests too
+            deep or holds a number too long to read.
     """
     try:
-        data = json.loads(text, parse_float=Decimal)
-    except ValueError:
-        return Answer(report=text)
+        data: Any = json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError:
+        data = None
+    except (RecursionError, ValueError) as exc:  # too deep; an integer past 4,300 digits
+        if text.lstrip().startswith("{"):
+            raise AnswerInvalid((f"answer: a JSON object the reader cannot follow "
+                                 f"({_unreadable(exc)}); the contract's objects nest two "
+                                 "levels and hold short numbers",)) from None
+        data = None
     if not isinstance(data, dict):
-        return Answer(report=text)
+        data = {"report": text}
     try:
         return Answer.model_validate(data)
     except pydantic.ValidationError as exc:
         raise AnswerInvalid(tuple(_problem(error) for error in exc.errors())) from None
 
 
+def _unreadable(exc: BaseException) -> str:
+    """Why the JSON reader gave up, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "nested deeper than Python's recursion limit"
+    return str(exc).split(";")[0]
+
+
 def _problem(error: Any) -> str:
-    """One pydantic error as ``field: message (got value)``."""
+    """One pydantic error as ``field: message (got value)``, the value cut to
+    :data:`_SHOWN` characters."""
     where = ".".join(str(part) for part in error["loc"]) or "answer"
-    return f"{where}: {error['msg']} (got {error['input']!r})"
+    shown = repr(error["input"])
+    if len(shown) > _SHOWN:
+        shown = f"{shown[:_SHOWN]}... ({len(shown)} characters)"
+    return f"{where}: {error['msg']} (got {shown})"

@@ -21,6 +21,17 @@ deadline, verify the output promise, and commit the report while the token is cu
   supervisor that has it. When one waits past its ``expires_at`` and no live supervisor
   offers its agent (:mod:`._fleet`), the worker that finds nothing to claim applies the
   lateness policy to it, as dispatch would have, with a reason that says so.
+* What a run returns is checked before anything of it is written
+  (:func:`~._agents.result_problems`, :func:`~._agents.usage_problems`): a result
+  PostgreSQL cannot store (a NUL character in the report, a lone surrogate in the
+  artifact path, a count past ``bigint``) fails the task without another attempt.
+  Reasons are made storable (:func:`storable_reason`: NUL and lone surrogates escaped,
+  cut at :data:`REASON_LIMIT` characters), as they quote agents' messages.
+* One task's trouble never stops the worker: a non-transient database error
+  (:class:`StoreError`) while handling a task fails that task with the error as its
+  reason (or, if even that is refused, a fixed one), and the worker carries on. Only a
+  transient :class:`DatabaseUnavailable` leaves :meth:`Worker.execute` (the
+  supervisor restarts the loop; the lease expires and is taken over).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from watchkeeper.outbox._retry import backoff_seconds
 from watchkeeper.triggers import format_utc
 
 from .._errors import (
+    AgentError,
     BudgetExceeded,
     CommitOutcomeUnknown,
     DatabaseUnavailable,
@@ -48,20 +60,39 @@ from .._errors import (
     StaleLease,
     WatchkeeperError,
 )
-from ..store._db import Database
+from ..store._db import Database, StoreError
 from ..store._specs import spec_from_row
-from ._agents import AgentCatalog, AgentContext, AgentResult, BudgetGuard, OccurrenceInfo, Usage
+from ._agents import (
+    AgentCatalog,
+    AgentContext,
+    AgentResult,
+    BudgetGuard,
+    OccurrenceInfo,
+    Usage,
+    recordable_usage,
+    result_problems,
+    usage_problems,
+)
 from ._clock import Clock
 from ._effects import EffectGate
 from ._fleet import offered_agents, supervisor_states
 from ._verify import verify_output
 
-__all__ = ["DELIVERY_NAMESPACE", "TaskOutcome", "Worker"]
+__all__ = ["DELIVERY_NAMESPACE", "REASON_LIMIT", "UNRECORDABLE", "TaskOutcome", "Worker",
+           "storable_reason"]
 
 log = logging.getLogger("watchkeeper.worker")
 
 DELIVERY_NAMESPACE = uuid.UUID("6f0c1e8a-5d1b-4c55-9a57-1f3e2b9c7a10")
 """UUIDv5 namespace of delivery ids: one stable id per (task, channel, destination)."""
+
+REASON_LIMIT = 4000
+"""Characters of a task's or run's reason that are recorded (an agent's exception message
+may be any length); the rest is cut, and the cut says how much."""
+
+UNRECORDABLE = ("the database refused to record this task's outcome; the worker's log has "
+                "the error")
+"""The reason recorded when the database refused the first one (the last resort)."""
 
 LATE_STATUS = {"skip_expired": "expired", "review_late": "review_required"}
 """What a task first picked up after its ``expires_at`` becomes, by lateness policy
@@ -73,7 +104,9 @@ class TaskOutcome:
     """How one worker's handling of a task ended.
 
     ``status`` is the task status it left (``completed``, ``pending`` for a retry,
-    ``failed``, ...) or ``stale`` when its token was no longer current.
+    ``failed``, ...), ``stale`` when its token was no longer current, or ``unrecorded``
+    when the database refused every way of recording the outcome (the task stays
+    ``running`` until its lease expires and is taken over).
     """
 
     tenant_id: str
@@ -174,17 +207,28 @@ class Worker:
         return TaskOutcome(row["tenant_id"], row["task_id"], 0, status, reason)
 
     async def execute(self, task: Mapping[str, Any]) -> TaskOutcome:
-        """Handle a claimed task with its current token."""
-        refusal = await self._refusal(task)
-        if refusal is not None:
-            status, reason = refusal
-            return await self._finish(task, status, reason)
-        run_id = await self.db.fetchval(
-            "run_insert", task["tenant_id"], task["task_id"], task["attempts"],
-            task["lease_token"], self.worker_id, self.clock.now())
+        """Handle a claimed task with its current token.
+
+        Raises:
+            DatabaseUnavailable: transient database trouble (the loop restarts; the lease
+                expires and is taken over). A :class:`StoreError` never leaves: it fails
+                this task (:meth:`_unrecordable`).
+        """
+        run_id: int | None = None
         try:
+            refusal = await self._refusal(task)
+            if refusal is not None:
+                status, reason = refusal
+                return await self._finish(task, status, reason)
+            run_id = await self.db.fetchval(
+                "run_insert", task["tenant_id"], task["task_id"], task["attempts"],
+                task["lease_token"], self.worker_id, self.clock.now())
+            assert run_id is not None
             return await self._attempt(task, run_id)
+        except StoreError as exc:
+            return await self._unrecordable(task, run_id, exc, Usage())
         except StaleLease as exc:
+            assert run_id is not None  # only a run's writes are fenced
             await self._close_run(task, run_id, "lease_lost", str(exc))
             return self._outcome(task, "stale", str(exc))
         except WatchkeeperError:
@@ -192,8 +236,34 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the worker
             log.exception("task %s/%s failed inside the worker", task["tenant_id"], task["task_id"])
             reason = f"internal error: {type(exc).__name__}: {exc}"
-            await self._close_run(task, run_id, "failed", reason)
-            return await self._finish(task, "failed", reason)
+            try:
+                if run_id is not None:
+                    await self._close_run(task, run_id, "failed", reason)
+                return await self._finish(task, "failed", reason)
+            except StoreError as refused:
+                return await self._unrecordable(task, run_id, refused, Usage())
+
+    async def _unrecordable(self, task: Mapping[str, Any], run_id: int | None,
+                            error: StoreError, usage: Usage) -> TaskOutcome:
+        """The database refused a write of this task's outcome: fail the task with the
+        error as its reason; if that is refused too, with :data:`UNRECORDABLE`; if even
+        that is, leave it (status ``unrecorded``: the lease expires and is taken over).
+        The task is never retried from here: the refused write would be refused again.
+        """
+        log.error("task %s/%s: the database refused to record its outcome: %s",
+                  task["tenant_id"], task["task_id"], error)
+        for reason in (f"the database refused to record this task's outcome: {error}",
+                       UNRECORDABLE):
+            try:
+                if run_id is not None:
+                    await self._close_run(task, run_id, "failed", reason, usage)
+                return await self._finish(task, "failed", reason)
+            except StoreError as again:
+                log.error("task %s/%s: recording its failure was refused too: %s",
+                          task["tenant_id"], task["task_id"], again)
+                usage = Usage()
+        return self._outcome(task, "unrecorded", storable_reason(
+            f"the database refused to record this task's outcome: {error}"))
 
     async def _refusal(self, task: Mapping[str, Any]) -> tuple[str, str] | None:
         """Decisions not to run, taken at dispatch time."""
@@ -233,17 +303,36 @@ class Worker:
         ctx = await self._context(task, spec)
         remaining = (task["deadline_at"] - self.clock.now()).total_seconds()
         ending = await self._supervised(task, agent.run, ctx, remaining)
+        try:
+            return await self._conclude(task, run_id, spec, ctx, ending)
+        except StoreError as exc:
+            return await self._unrecordable(task, run_id, exc, ctx.budget.used)
+
+    async def _conclude(self, task: Mapping[str, Any], run_id: int, spec: Any,
+                        ctx: AgentContext, ending: _Ending) -> TaskOutcome:
+        """Record how the run ended: stopped, failed, refused (a result that cannot be
+        stored, or usage past the budget), or its report committed."""
         if ending.stop is not None:
             return await self._stopped(task, run_id, ending.stop, ctx.budget.used)
         if ending.error is not None:
             return await self._failed(task, run_id, ending.error, ctx.budget.used)
-        assert ending.result is not None
-        try:
-            ctx.budget.settle(ending.result.usage)
-        except BudgetExceeded as exc:
-            return await self._failed(task, run_id, exc, ctx.budget.used)
-        result = replace(ending.result, usage=ctx.budget.used)
-        return await self._commit(task, run_id, spec, ctx, result)
+        result = ending.result
+        problems = result_problems(result)
+        if not problems:
+            assert isinstance(result, AgentResult)
+            try:
+                ctx.budget.settle(result.usage)
+            except BudgetExceeded as exc:
+                return await self._failed(task, run_id, exc, ctx.budget.used)
+            problems = usage_problems(ctx.budget.used)
+        if problems:
+            refusal = AgentError(
+                f"the agent's result cannot be stored: {'; '.join(problems)}. Fix: return text "
+                "without NUL characters or lone surrogates, an Importance, and a Usage whose "
+                "figures PostgreSQL can hold", retryable=False)
+            return await self._failed(task, run_id, refusal, ctx.budget.used)
+        assert isinstance(result, AgentResult)
+        return await self._commit(task, run_id, spec, ctx, replace(result, usage=ctx.budget.used))
 
     async def _context(self, task: Mapping[str, Any], spec: Any) -> AgentContext:
         previous = await self.db.fetch("reports_previous", task["tenant_id"], task["definition_id"],
@@ -357,7 +446,8 @@ class Worker:
         ):
             return await self._finish(task, "failed", message)
         done = await self.db.fetchval("task_retry", task["tenant_id"], task["task_id"],
-                                      task["lease_token"], retry_at, f"retrying after {message}")
+                                      task["lease_token"], retry_at,
+                                      storable_reason(f"retrying after {message}"))
         if done is None:
             return self._outcome(task, "stale", "lease lost before the retry was recorded")
         return self._outcome(task, "pending", f"retry at {retry_at.isoformat()}")
@@ -424,6 +514,7 @@ class Worker:
         return ids, channels, destinations
 
     async def _finish(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
+        reason = storable_reason(reason)
         async with self.db.transaction() as tx:
             done = await tx.fetchval("task_finish", task["tenant_id"], task["task_id"],
                                      task["lease_token"], status, reason, self.clock.now())
@@ -437,7 +528,8 @@ class Worker:
                          usage: Usage | None = None) -> None:
         with anyio.CancelScope(shield=True):
             await self.db.execute("run_finish", task["tenant_id"], run_id, outcome,
-                                  self.clock.now(), error, (usage or Usage()).to_json())
+                                  self.clock.now(), storable_reason(error),
+                                  recordable_usage(usage or Usage()).to_json())
 
     def _outcome(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
         return TaskOutcome(task["tenant_id"], task["task_id"], task["attempts"], status, reason)
@@ -448,3 +540,14 @@ def _retryable(error: BaseException) -> bool:
     (:class:`AgentError`, :class:`BudgetExceeded`, :class:`DatabaseUnavailable`); any
     other exception an agent raises is taken as transient."""
     return bool(getattr(error, "retryable", True))
+
+
+def storable_reason(text: str) -> str:
+    """``text`` as a reason PostgreSQL can store: each NUL character written ``\\x00``,
+    each lone surrogate ``\\udXXX`` (backslash escapes), and cut to
+    :data:`REASON_LIMIT` characters with a note of how many were cut. Reasons quote
+    agents' messages and stderr; they are for people, so escaping loses nothing."""
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) <= REASON_LIMIT:
+        return text
+    return f"{text[:REASON_LIMIT]}... ({len(text) - REASON_LIMIT} more characters cut)"
