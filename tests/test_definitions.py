@@ -57,13 +57,14 @@ async def test_confirming_needs_the_hash_that_was_shown(db: Database) -> None:
 
 
 async def test_only_the_owner_confirms(db: Database) -> None:
-    """Another user of the same tenant, or an unknown token, cannot confirm."""
+    """Another user of the same tenant cannot confirm (for them the definition does not
+    exist: not found); an unknown token is not authenticated."""
     clock = FakeClock(utc("2026-12-01T00:00:00Z"))
     await owner(db, clock)
     mallory = await authenticate(db, await add_user(db, clock, "acme", "mallory"))
     proposal = await propose(db, clock, tenant_id="acme", definition_id="d1", owner_user_id="alice",
                              spec=parse_spec(DAILY), proposed_by="agent:chat")
-    with pytest.raises(AuthError):
+    with pytest.raises(NotFound):
         await confirm(db, clock, mallory, definition_id="d1", revision=1,
                       spec_hash=proposal.spec_hash)
     with pytest.raises(AuthError):

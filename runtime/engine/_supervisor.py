@@ -52,6 +52,9 @@ __all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
 
 log = logging.getLogger("watchkeeper.supervisor")
 
+TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
+"""Bucket bounds (seconds) of the tick duration histogram (Prometheus' defaults)."""
+
 
 def default_channels(home: Path, store: PgDeliveryStore, clock: Clock, *,
                      webhook_timeout: float = 10.0) -> dict[str, Channel]:
@@ -122,7 +125,17 @@ class SupervisorConfig:
 
 @dataclass(frozen=True, slots=True)
 class SupervisorStatistics:
-    """Observable state, read by tests and the CLI."""
+    """Observable state, read by tests, the CLI and ``/metrics``.
+
+    Attributes:
+        decisions: occurrence decisions this supervisor's ticks claimed, by decision.
+        polls_by: decided polls by (verdict, action); an unread poll's verdict is ``none``.
+        tick_seconds: cumulative counts of ticks at or under each bucket bound (seconds,
+            monotonic clock; the last bound is ``inf``); ``tick_seconds_sum`` their total.
+        takeovers: expired leases this supervisor's workers took over.
+        delivery_outcomes: dispatch outcomes (delivered, retrying, dead, suppressed,
+            deferred) by kind.
+    """
 
     ticks: int
     admitted: int
@@ -134,6 +147,12 @@ class SupervisorStatistics:
     clock_offset: float | None
     dead_loops: frozenset[str]
     restarts: dict[str, int]
+    decisions: dict[str, int] = field(default_factory=dict)
+    polls_by: dict[tuple[str, str], int] = field(default_factory=dict)
+    tick_seconds: tuple[tuple[float, int], ...] = ()
+    tick_seconds_sum: float = 0.0
+    takeovers: int = 0
+    delivery_outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
     def completed(self) -> int:
@@ -158,6 +177,12 @@ class Supervisor:
             config.home, self.store, clock, webhook_timeout=config.webhook_timeout)
         self._ticks = self._admitted = self._deliveries = self._polls = self._fires = 0
         self._outcomes: Counter[str] = Counter()
+        self._decisions: Counter[str] = Counter()
+        self._polls_by: Counter[tuple[str, str]] = Counter()
+        self._tick_buckets: Counter[float] = Counter()
+        self._tick_sum = 0.0
+        self._delivery_outcomes: Counter[str] = Counter()
+        self._workers: list[Worker] = []
         self._dead: set[str] = set()
         self._restarts: Counter[str] = Counter()
         self._parked: dict[str, float] = {}
@@ -225,6 +250,7 @@ class Supervisor:
                             worker_id=f"{cfg.supervisor_id}/w{index}",
                             artifact_root=cfg.home / "artifacts", lease_seconds=cfg.lease_seconds,
                             retry_base=cfg.retry_base)
+            self._workers.append(worker)
             loops.append((f"worker-{index}", self._worker_step(worker), cfg.poll_seconds))
             self._kickable[f"worker-{index}"] = "work"
         dispatcher = make_dispatcher(cfg, self.store, self.channels, self.clock,
@@ -316,18 +342,31 @@ class Supervisor:
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of the counters."""
+        cumulative, seen = [], 0
+        for bound in TICK_BUCKETS:
+            seen += self._tick_buckets[bound]
+            cumulative.append((bound, seen))
         return SupervisorStatistics(self._ticks, self._admitted, self._polls, self._fires,
                                     dict(self._outcomes),
                                     self._deliveries, self._uncertain, self._offset,
-                                    frozenset(self._dead), dict(self._restarts))
+                                    frozenset(self._dead), dict(self._restarts),
+                                    dict(self._decisions), dict(self._polls_by),
+                                    tuple(cumulative), self._tick_sum,
+                                    sum(w.takeovers for w in self._workers),
+                                    dict(self._delivery_outcomes))
 
     # ---------------------------------------------------------------- steps
 
     async def _tick_step(self) -> bool:
         if self._uncertain:
             return False
+        started = self.clock.monotonic()
         report = await tick(self.db, self.clock, self.registry, actor=self.config.supervisor_id,
                             batch_size=self.config.batch_size, execute_runs=False)
+        took = self.clock.monotonic() - started
+        self._tick_sum += took
+        self._tick_buckets[next(b for b in TICK_BUCKETS if took <= b)] += 1
+        self._decisions.update(report.decisions)
         self._ticks += 1
         self._admitted += report.admitted
         if report.admitted:
@@ -345,6 +384,7 @@ class Supervisor:
                                  actor=self.config.supervisor_id, limit=self.config.poll_batch,
                                  registry=self.registry)
         self._polls += len(report.events)
+        self._polls_by.update((e.verdict or "none", e.action) for e in report.events)
         fired = sum(1 for event in report.events if event.task_id is not None)
         self._fires += fired
         self._admitted += fired
@@ -374,6 +414,9 @@ class Supervisor:
         async def step() -> bool:
             stats = await dispatcher.dispatch_once()
             self._deliveries += stats.delivered
+            for kind in ("delivered", "retrying", "dead", "suppressed", "deferred"):
+                if getattr(stats, kind):
+                    self._delivery_outcomes[kind] += getattr(stats, kind)
             return stats.claimed > 0
         return step
 

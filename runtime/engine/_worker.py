@@ -147,6 +147,8 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.renew_every = renew_every if renew_every is not None else lease_seconds / 3
         self.retry_base, self.retry_cap = retry_base, retry_cap
+        self.takeovers = 0
+        """Expired leases this worker took over (a counter for ``/metrics``)."""
 
     async def run_once(self) -> TaskOutcome | None:
         """Claim one task (an expired lease first, else a due pending one) and handle it;
@@ -169,6 +171,7 @@ class Worker:
                                    self.tenant_id, agents)
         if rows:
             await self.db.execute("runs_mark_lease_lost", rows[0]["tenant_id"], rows[0]["task_id"], now)
+            self.takeovers += 1
             return rows[0]
         rows = await self.db.fetch("tasks_claim", now, 1, self.worker_id, self.lease_seconds,
                                    self.tenant_id, agents)

@@ -355,6 +355,16 @@ class Database:
         raise DatabaseUnavailable(
             f"the session {lost.backend_pid} that lost its COMMIT acknowledgement is still alive")
 
+    async def pending_migrations(self) -> list[int]:
+        """The shipped migrations not applied to this schema (empty when current).
+
+        Raises:
+            DatabaseUnavailable: the server cannot be reached.
+            StoreError: the schema has no watchkeeper bookkeeping table.
+        """
+        applied = {r["version"] for r in await self.fetch("migrations_applied")}
+        return [m.version for m in migrations() if m.version not in applied]
+
     async def server_now(self) -> datetime:
         """PostgreSQL's ``clock_timestamp()``, for the clock-skew measurement."""
         return await self.fetchval("server_clock")

@@ -22,10 +22,12 @@ May import: the engine, the store, ``watchkeeper.triggers``, ``sources`` and
 from ._access import Capability as Capability
 from ._access import authorize as authorize
 from ._access import principal_kind as principal_kind
+from ._access import reading_scope as reading_scope
 from ._access import visible_tenant as visible_tenant
 from ._definition_views import DefinitionView as DefinitionView
 from ._definition_views import list_definitions as list_definitions
 from ._definition_views import show_definition as show_definition
+from ._definition_views import stored_spec as stored_spec
 from ._definitions import Confirmation as Confirmation
 from ._definitions import Proposal as Proposal
 from ._definitions import cancel as cancel
@@ -44,6 +46,7 @@ from ._history import history as history
 from ._history import next_step as next_step
 from ._history import report as report
 from ._history import shorten as shorten
+from ._history import task_entry as task_entry
 from ._keys import AgentPrincipal as AgentPrincipal
 from ._keys import ApiKey as ApiKey
 from ._keys import KeyKind as KeyKind
@@ -82,6 +85,10 @@ from ._principals import authenticate as authenticate
 from ._principals import check_tenant as check_tenant
 from ._principals import list_users as list_users
 from ._principals import resolve_actor as resolve_actor
+from ._proposals import ProposalView as ProposalView
+from ._proposals import describe as describe
+from ._proposals import preview_spec as preview_spec
+from ._proposals import propose_spec as propose_spec
 from ._replay import ReplayDefinition as ReplayDefinition
 from ._replay import ReplaySummary as ReplaySummary
 from ._replay import load_replay_definitions as load_replay_definitions
@@ -94,8 +101,10 @@ from ._specfile import load_registrations as load_registrations
 from ._specfile import load_spec as load_spec
 from ._status import DELIVERY_STATUSES as DELIVERY_STATUSES
 from ._status import DeploymentStatus as DeploymentStatus
+from ._status import Readiness as Readiness
 from ._status import SupervisorState as SupervisorState
 from ._status import UnclaimableTask as UnclaimableTask
+from ._status import readiness as readiness
 from ._status import status as status
 from ._status import supervisors as supervisors
 from ._status import unclaimable_tasks as unclaimable_tasks
@@ -107,21 +116,23 @@ from ._webhooks import remove_endpoint as remove_endpoint
 from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
-    "authorize", "Capability", "principal_kind", "visible_tenant", "DefinitionView",
-    "list_definitions", "show_definition", "cancel", "confirm", "Confirmation", "pause",
-    "Proposal", "propose", "resume", "list_deliveries", "redeliver", "history",
-    "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
-    "next_step", "report", "shorten", "AgentPrincipal", "ApiKey", "authenticate_bearer",
-    "create_key", "KeyKind", "list_keys", "NewKey", "OperatorPrincipal", "Principal",
-    "revoke_key", "TickPrincipal", "review", "trigger_now", "TriggerResult",
-    "database_server", "supervisor_config", "tick_once", "PollCursor", "polls", "PollsPage",
-    "PollsQuery", "require_definition", "CHANNELS", "get_preferences", "parse_channels",
-    "parse_importance", "parse_quiet", "PreferencesInput", "set_preferences", "Actor",
-    "add_user", "authenticate", "check_tenant", "list_users", "OPERATOR",
-    "REPLAY_TENANT_PREFIX", "resolve_actor", "UserPrincipal", "load_replay_definitions",
-    "prune_replays", "remove_replay", "replay", "replay_window", "ReplayDefinition",
-    "ReplaySummary", "load_data", "load_registrations", "load_spec", "DELIVERY_STATUSES",
-    "DeploymentStatus", "status", "supervisors", "SupervisorState", "unclaimable_tasks",
-    "UnclaimableTask", "add_endpoint", "check_secret", "list_endpoints", "new_secret",
-    "remove_endpoint", "rotate_secret",
+    "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
+    "DefinitionView", "list_definitions", "show_definition", "stored_spec", "cancel",
+    "confirm", "Confirmation", "pause", "Proposal", "propose", "resume", "list_deliveries",
+    "redeliver", "history", "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent",
+    "HistoryPage", "HistoryQuery", "next_step", "report", "shorten", "task_entry",
+    "AgentPrincipal", "ApiKey", "authenticate_bearer", "create_key", "KeyKind", "list_keys",
+    "NewKey", "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
+    "trigger_now", "TriggerResult", "database_server", "supervisor_config", "tick_once",
+    "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
+    "get_preferences", "parse_channels", "parse_importance", "parse_quiet",
+    "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",
+    "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
+    "UserPrincipal", "describe", "preview_spec", "ProposalView", "propose_spec",
+    "load_replay_definitions", "prune_replays", "remove_replay", "replay", "replay_window",
+    "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations", "load_spec",
+    "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "readiness", "status",
+    "supervisors", "SupervisorState", "unclaimable_tasks", "UnclaimableTask",
+    "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
+    "rotate_secret",
 ]

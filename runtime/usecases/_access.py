@@ -28,7 +28,7 @@ from .._errors import Forbidden, NotFound
 from ._keys import AgentPrincipal, OperatorPrincipal, Principal, TickPrincipal
 from ._principals import UserPrincipal
 
-__all__ = ["Capability", "authorize", "principal_kind", "visible_tenant"]
+__all__ = ["Capability", "authorize", "principal_kind", "reading_scope", "visible_tenant"]
 
 
 class Capability(StrEnum):
@@ -102,3 +102,17 @@ def authorize(principal: Principal, capability: Capability, *, tenant_id: str | 
     if kind not in _ALLOWED[capability]:
         raise Forbidden(_WHY.get((kind, capability),
                                  f"a {kind} credential may not {capability.value}"))
+
+
+def reading_scope(principal: Principal) -> tuple[str, str | None]:
+    """What a list or history read of ``principal`` covers: ``(tenant_id, owner)`` —
+    a user reads their own definitions and history (``owner`` = them); an agent and
+    the operator read their whole tenant (``owner`` = ``None``).
+
+    Raises:
+        Forbidden: the tick secret reads nothing.
+    """
+    authorize(principal, Capability.READ)
+    tenant = visible_tenant(principal)
+    assert tenant is not None
+    return tenant, principal.user_id if isinstance(principal, UserPrincipal) else None

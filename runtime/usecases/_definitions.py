@@ -17,10 +17,11 @@ from typing import Any
 from watchkeeper.triggers import (
     EventKind,
     Spec,
+    SpecError,
     check_identifier,
 )
 
-from .._errors import AuthError, Conflict, NotFound
+from .._errors import Conflict, NotFound
 from ..engine._clock import Clock
 from ..engine._ledger import EPSILON, check_destinations, record_replaced_span, record_span
 from ..store._db import Connection, Database
@@ -157,7 +158,8 @@ async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, defin
 
     Raises:
         NotFound: no such definition or revision in the principal's tenant.
-        AuthError: the principal is not the owner.
+        NotFound: the principal is not the owner (another user's definition does not exist
+            for them).
         Conflict: the hash differs from the proposal (you would confirm something you
             did not see), the revision is not the latest open proposal, the definition
             is cancelled, or the schedule has no occurrence after now.
@@ -171,7 +173,9 @@ async def confirm(db: Database, clock: Clock, principal: UserPrincipal, *, defin
         if row is None:
             raise NotFound(f"no definition {tenant_id}/{definition_id}")
         if row["owner_user_id"] != principal.user_id:
-            raise AuthError(f"only the owner {row['owner_user_id']} may confirm {definition_id}")
+            # another user's definition does not exist for this user (DESIGN "Who may do
+            # what"): not found, never a hint that it is there
+            raise NotFound(f"no definition {tenant_id}/{definition_id}")
         rev = await tx.fetchrow("revision_get", tenant_id, definition_id, revision)
         _check_confirmable(row, rev, revision, spec_hash)
         spec = spec_from_row(rev)
@@ -223,18 +227,18 @@ async def _lock_for_change(tx: Connection, actor: Actor, tenant_id: str,
     if isinstance(actor, UserPrincipal) and (
         actor.tenant_id != tenant_id or actor.user_id != row["owner_user_id"]
     ):
-        raise AuthError(f"only the owner or the operator may change {definition_id}")
+        raise NotFound(f"no definition {tenant_id}/{definition_id}")
     if row["status"] == "cancelled":
         raise Conflict(f"definition {definition_id} is cancelled")
     return row
 
 
 async def pause(db: Database, clock: Clock, actor: Actor, tenant_id: str,
-                definition_id: str) -> int:
+                definition_id: str, *, note: str = "") -> int:
     """Suppress new occurrences; a running task goes on. Returns the new fence.
 
     Raises:
-        NotFound, AuthError, Conflict (not active).
+        NotFound (also: a user who is not the owner), Conflict (not active).
     """
     now = clock.now()
     async with db.transaction() as tx:
@@ -243,16 +247,16 @@ async def pause(db: Database, clock: Clock, actor: Actor, tenant_id: str,
             raise Conflict(f"definition {definition_id} is {row['status']}, not active")
         return int(await tx.fetchval(
             "definition_set_status", tenant_id, definition_id, "paused", now, row["cursor_at"],
-            row["slots_seen"], row["next_due_at"], now))
+            row["slots_seen"], row["next_due_at"], now, _note(note), actor.label))
 
 
 async def resume(db: Database, clock: Clock, actor: Actor, tenant_id: str,
-                 definition_id: str, *, recorded_by: str = "operator") -> int:
+                 definition_id: str, *, recorded_by: str = "operator", note: str = "") -> int:
     """Resume a paused definition. The paused span is recorded once as a
     ``skipped_paused`` range and never replayed. Returns the new fence.
 
     Raises:
-        NotFound, AuthError, Conflict (not paused).
+        NotFound (also: a user who is not the owner), Conflict (not paused).
     """
     now = clock.now()
     async with db.transaction() as tx:
@@ -274,26 +278,42 @@ async def resume(db: Database, clock: Clock, actor: Actor, tenant_id: str,
         next_due = None if during.next_slot is None else during.next_slot.scheduled_for
         return int(await tx.fetchval(
             "definition_set_status", tenant_id, definition_id, status, None,
-            last.scheduled_for if last else row["cursor_at"], seen + during.count, next_due, now))
+            last.scheduled_for if last else row["cursor_at"], seen + during.count, next_due, now,
+            _note(note), actor.label))
 
 
 async def cancel(db: Database, clock: Clock, actor: Actor, tenant_id: str, definition_id: str,
-                 *, running: bool = False) -> int:
+                 *, running: bool = False, note: str = "") -> int:
     """End the definition. Tasks not yet started are cancelled; with ``running``,
     cancellation of started tasks is requested too. Returns the new fence.
 
     Raises:
-        NotFound, AuthError, Conflict (already cancelled).
+        NotFound (also: a user who is not the owner), Conflict (already cancelled).
     """
     now = clock.now()
     async with db.transaction() as tx:
         row = await _lock_for_change(tx, actor, tenant_id, definition_id)
         fence = int(await tx.fetchval(
             "definition_set_status", tenant_id, definition_id, "cancelled", row["paused_at"],
-            row["cursor_at"], row["slots_seen"], None, now))
+            row["cursor_at"], row["slots_seen"], None, now, _note(note), actor.label))
         reason = f"definition cancelled by {actor.label}"
         await tx.execute("tasks_cancel_waiting", tenant_id, definition_id, reason, now)
         if running:
             await tx.execute("tasks_request_cancel", tenant_id, definition_id, now)
     return fence
 
+
+
+MAX_NOTE = 1000
+
+
+def _note(note: str) -> str:
+    """A status note (why a definition was paused, resumed or cancelled).
+
+    Raises:
+        SpecError: field ``note``: longer than 1000 characters, or holding a NUL.
+    """
+    if len(note) > MAX_NOTE or "\x00" in note:
+        raise SpecError("note", f"is {len(note)} characters or holds a NUL.",
+                        f"write at most {MAX_NOTE} characters of plain text.")
+    return note

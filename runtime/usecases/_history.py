@@ -20,7 +20,7 @@ from ..store._db import Database
 from ._polls import require_definition
 
 __all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
-           "history", "next_step", "report", "shorten"]
+           "history", "next_step", "report", "shorten", "task_entry"]
 
 HISTORY_STATUSES = frozenset({
     "admitted", "skipped_expired", "review_required", "skipped_review", "skipped_overrun",
@@ -114,7 +114,7 @@ async def history(db: Database, query: HistoryQuery) -> HistoryPage:
     await require_definition(db, query.tenant_id, query.definition_id)
     after = query.after or (None, None, None, None, None)
     rows = await db.fetch("history_page", query.tenant_id, query.definition_id, query.user_id,
-                          query.status, query.since, query.until, *after, query.limit)
+                          query.status, query.since, query.until, *after, query.limit, None)
     entries = [HistoryEntry(dict(r)) for r in rows]
     events = await db.fetch("events_page", query.tenant_id, query.definition_id, None, None,
                             max(query.limit, 50))
@@ -185,6 +185,21 @@ def shorten(text: str, limit: int = 80) -> str:
     if quote is None and cut == 0 and len(text) > limit:
         cut = len(text)
     return text if cut >= len(text) else text[:cut].rstrip(" ,;:(") + " …"
+
+
+async def task_entry(db: Database, tenant_id: str, task_id: int) -> HistoryEntry:
+    """One task of ``tenant_id`` with its six facts: the occurrence and its decision,
+    the task, every run (attempt, outcome, fencing token, error), the receipt and the
+    deliveries, and the one recommended next step.
+
+    Raises:
+        NotFound: no such task in ``tenant_id``.
+    """
+    rows = await db.fetch("history_page", tenant_id, None, None, None, None, None, None, None,
+                          None, None, None, 1, task_id)
+    if not rows:
+        raise NotFound(f"no task {tenant_id}/{task_id}")
+    return HistoryEntry(dict(rows[0]))
 
 
 async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from watchkeeper.triggers import (
     utc_slot_key,
 )
 
-from .._errors import AuthError, Conflict, NotFound
+from .._errors import Conflict, NotFound
 from ..engine._admission import active_tasks, admit, budget_states, insert_tasks, task_row
 from ..engine._clock import Clock
 from ..engine._registry import Registry
@@ -65,7 +65,7 @@ async def _load(db: Database, actor: Actor, tenant_id: str, definition_id: str) 
     if isinstance(actor, UserPrincipal) and (actor.tenant_id, actor.user_id) != (
         tenant_id, row["owner_user_id"]
     ):
-        raise AuthError(f"only the owner or the operator may act on {definition_id}")
+        raise NotFound(f"no definition {tenant_id}/{definition_id}")
     if row["status"] == "cancelled":
         raise Conflict(f"definition {definition_id} is cancelled")
     if row["effective_revision"] is None:
@@ -82,7 +82,7 @@ async def trigger_now(db: Database, clock: Clock, actor: Actor, tenant_id: str,
     """Claim a manual occurrence now for every binding (or one ``(tenant, binding)``).
 
     Raises:
-        NotFound, AuthError: as for any definition action.
+        NotFound: as for any definition action (also a user who is not the owner).
         Conflict: cancelled or unconfirmed definition; an unknown binding; bindings
             that cannot be resolved here; the definition changed while triggering
             (recorded ``fenced_out``; nothing admitted).

@@ -17,11 +17,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .._errors import WatchkeeperError
+from ..engine._clock import Clock
 from ..engine._fleet import SupervisorState, offered_agents, supervisor_states
 from ..store._db import Database
 
-__all__ = ["DELIVERY_STATUSES", "DeploymentStatus", "SupervisorState", "UnclaimableTask", "status",
-           "supervisors", "unclaimable_tasks"]
+__all__ = ["DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "SupervisorState",
+           "UnclaimableTask", "readiness", "status", "supervisors", "unclaimable_tasks"]
 
 DELIVERY_STATUSES = ("pending", "delivering", "delivered", "retrying", "dead", "suppressed")
 """Every status a delivery row can have, in lifecycle order."""
@@ -121,3 +123,42 @@ async def status(db: Database, now: datetime, *, tenant_id: str | None = None) -
     return DeploymentStatus(await supervisors(db, now),
                             await unclaimable_tasks(db, now, tenant_id=tenant_id),
                             {r["status"]: r["count"] for r in summary}, min(due, default=None))
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Whether this process should get traffic, and why not.
+
+    Attributes:
+        checks: ``database``, ``migrations`` and ``clock``, each ``"ok"`` or the reason.
+        clock_offset_seconds: PostgreSQL's clock minus this host's (``None`` if unread).
+    """
+
+    ready: bool
+    checks: dict[str, str]
+    clock_offset_seconds: float | None = None
+
+
+async def readiness(db: Database, clock: Clock, *, skew_budget: float) -> Readiness:
+    """Database reachable, migrations current, and this host's clock within
+    ``skew_budget`` seconds of PostgreSQL's (seed 003's clock-skew budget).
+
+    Never raises for an unreachable database: that is a reason in ``checks``.
+    """
+    checks = {"database": "ok", "migrations": "ok", "clock": "ok"}
+    offset: float | None = None
+    try:
+        pending = await db.pending_migrations()
+        if pending:
+            checks["migrations"] = f"migrations {pending} are not applied; run watchkeeper db migrate"
+        before = clock.now()
+        server = await db.server_now()
+        after = clock.now()
+        offset = (server - (before + (after - before) / 2)).total_seconds()
+        if abs(offset) > skew_budget:
+            checks["clock"] = (f"this host's clock is {offset:+.3f} s off PostgreSQL's, beyond the "
+                               f"{skew_budget:g} s budget")
+    except WatchkeeperError as exc:
+        checks["database"] = f"unreachable: {exc}"
+        checks["migrations"] = checks["clock"] = "unknown (no database)"
+    return Readiness(all(v == "ok" for v in checks.values()), checks, offset)

@@ -39,8 +39,9 @@ from watchkeeper.runtime.usecases import database_server
 from watchkeeper.triggers import SpecError, SpecProblem, format_utc
 
 __all__ = ["MAX_ID", "MAX_REVISION", "StdoutClosed", "app", "db_app", "emit_json", "err",
-           "fail_input", "fail_json", "instant", "options", "out", "prefs_app", "replays_app",
-           "series_error", "settings", "users_app", "webhooks_app", "with_db", "write"]
+           "fail_input", "fail_json", "first_leaf", "instant", "keys_app", "options", "out",
+           "prefs_app", "replays_app", "series_error", "settings", "users_app", "webhooks_app",
+           "with_db", "write"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Keep the standing agreements people make with their AI agents.")
@@ -50,11 +51,14 @@ webhooks_app = typer.Typer(no_args_is_help=True,
                            help="A tenant's webhook endpoints and their signing secrets.")
 prefs_app = typer.Typer(no_args_is_help=True, help="A user's notification preferences.")
 replays_app = typer.Typer(no_args_is_help=True, help="Tenants kept by 'replay --keep'.")
+keys_app = typer.Typer(no_args_is_help=True,
+                       help="API keys (agent, app, operator) and the tick secret.")
 app.add_typer(users_app, name="users")
 app.add_typer(db_app, name="db")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(prefs_app, name="prefs")
 app.add_typer(replays_app, name="replays")
+app.add_typer(keys_app, name="keys")
 
 class StdoutClosed(Exception):
     """The reader of stdout went away (``| head``): a clean end, not a failure."""
@@ -161,6 +165,32 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
         raise (fail_json(exc) if json_errors else fail(exc)) from exc
     except tuple(cls for cls, _ in _EXIT) as exc:
         raise fail(exc) from exc
+    except BaseExceptionGroup as group:  # a task group's: report the error inside it
+        leaf = first_leaf(group)
+        if isinstance(leaf, StdoutClosed):
+            raise leaf from None
+        if isinstance(leaf, SpecError) and json_errors:
+            raise fail_json(leaf) from group
+        if isinstance(leaf, tuple(cls for cls, _ in _EXIT)):
+            raise fail(leaf) from group
+        raise
+
+
+def first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The exception inside a (nested) exception group to report: the first one this
+    CLI maps to an exit code (or a closed stdout), else the first of all."""
+    leaves: list[BaseException] = []
+
+    def walk(node: BaseException) -> None:
+        if isinstance(node, BaseExceptionGroup):
+            for inner in node.exceptions:
+                walk(inner)
+        else:
+            leaves.append(node)
+
+    walk(group)
+    known = (StdoutClosed, *(cls for cls, _ in _EXIT))
+    return next((leaf for leaf in leaves if isinstance(leaf, known)), leaves[0])
 
 
 def fail(exc: BaseException) -> typer.Exit:

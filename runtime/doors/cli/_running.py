@@ -28,6 +28,7 @@ from ._app import (
     err,
     fail_input,
     fail_json,
+    first_leaf,
     instant,
     out,
     replays_app,
@@ -183,7 +184,7 @@ def replay_cmd(
                                                 on_progress=moved, keep=keep, agents=catalog))
                     tg.cancel_scope.cancel()
             except BaseExceptionGroup as group:  # the replay's own error, not the group's
-                raise _leaf(group) from None
+                raise first_leaf(group) from None
             return done[0] if done and not stopped else None
 
         summary = with_db(run, json_errors=as_json)
@@ -196,12 +197,6 @@ def replay_cmd(
              f"tenant {summary.tenant_id} removed (--keep keeps it)")
     err.print(f"replayed {format_utc(summary.start)} .. {format_utc(summary.end)}: "
               f"{summary.polls} polls ({actions}); tasks {summary.tasks or 'none'}; {where}")
-
-
-def _leaf(group: BaseExceptionGroup) -> BaseException:
-    """The first exception inside a (nested) exception group."""
-    first = group.exceptions[0]
-    return _leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _cancel_on_sigterm(scope: anyio.CancelScope, stopped: list[int]) -> None:

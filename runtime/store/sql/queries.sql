@@ -167,7 +167,10 @@ LEFT JOIN definition_revisions r
   ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
  AND r.revision = coalesce(d.effective_revision, d.latest_revision)
 WHERE ($1::text IS NULL OR d.tenant_id = $1)
-ORDER BY d.tenant_id, d.definition_id;
+  AND ($2::text IS NULL OR d.owner_user_id = $2)
+  AND ($3::text IS NULL OR (d.tenant_id, d.definition_id) > ($3, $4::text))
+ORDER BY d.tenant_id, d.definition_id
+LIMIT $5;
 
 -- name: revision_insert
 INSERT INTO definition_revisions (tenant_id, definition_id, revision, spec, spec_hash,
@@ -216,9 +219,10 @@ UPDATE definitions SET effective_revision = $3, updated_at = $4
 WHERE tenant_id = $1 AND definition_id = $2;
 
 -- name: definition_set_status
+-- $9, $10: the note and who changed the status (a pause, resume or cancel).
 UPDATE definitions
 SET status = $3, paused_at = $4, cursor_at = $5, slots_seen = $6, next_due_at = $7,
-    fence = fence + 1, updated_at = $8
+    fence = fence + 1, updated_at = $8, status_note = $9, status_by = $10
 WHERE tenant_id = $1 AND definition_id = $2
 RETURNING fence;
 
@@ -826,6 +830,7 @@ WHERE ($1::text IS NULL OR o.tenant_id = $1 OR o.definition_tenant_id = $1)
   AND ($7::timestamptz IS NULL
        OR (o.scheduled_for, o.tenant_id, o.binding_id, o.slot, o.kind)
           < ($7, $8::text, $9::text, $10::text, $11::text))
+  AND ($13::bigint IS NULL OR (t.task_id = $13 AND o.tenant_id = $1))
 ORDER BY o.scheduled_for DESC, o.tenant_id DESC, o.binding_id DESC, o.slot DESC, o.kind DESC
 LIMIT $12;
 

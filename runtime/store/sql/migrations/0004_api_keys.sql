@@ -19,3 +19,8 @@ CREATE TABLE api_keys (
     CHECK ((kind = 'tick') = (tenant_id IS NULL))
 );
 CREATE INDEX api_keys_by_tenant ON api_keys (tenant_id, kind);
+
+-- The last pause / resume / cancel: who did it and why (Temporal's pause carries a note).
+ALTER TABLE definitions
+    ADD COLUMN status_note text NOT NULL DEFAULT '',
+    ADD COLUMN status_by   text;

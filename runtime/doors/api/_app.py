@@ -1,0 +1,88 @@
+"""The HTTP API's app factory: routers, problem details, and the OpenAPI document
+(3.1, with the spec model as ``#/components/schemas/Spec``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from watchkeeper.runtime import Supervisor
+from watchkeeper.triggers import SpecV1
+
+from . import _admin, _definitions, _health, _history, _outbox, _tick
+from ._deps import Services
+from ._models import SPEC_MARKER
+from ._problems import Problem, install
+
+__all__ = ["create_app"]
+
+DESCRIPTION = """\
+watchkeeper keeps the standing agreements people make with their AI agents: an agent
+proposes a schedule or a condition, the owner confirms the exact revision by its
+`spec_hash`, and watchkeeper decides when a bounded task may run.
+
+Authenticate with `Authorization: Bearer <credential>`: an **agent key** proposes and
+reads its tenant; a **user token** confirms and controls its owner's definitions; an
+**app key** acts for a user it names in `On-Behalf-Of`; an **operator key** may do
+everything in its tenant; the **tick secret** drives `/v1/tick`. Another tenant's
+resources answer 404. Errors are RFC 9457 problem details with every field problem
+listed in `errors`.
+"""
+
+
+def create_app(services: Services, *, supervisor: Supervisor | None = None,
+               title: str = "watchkeeper") -> FastAPI:
+    """The API over ``services`` (the caller owns the database's lifetime); with
+    ``supervisor``, ``/metrics`` includes its counters."""
+    app = FastAPI(title=title, version="1", description=DESCRIPTION,
+                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+    app.state.services = services
+    app.state.supervisor = supervisor
+    install(app)
+    for module in (_definitions, _history, _outbox, _admin, _tick, _health):
+        app.include_router(module.router)
+    _with_spec_schema(app)
+    return app
+
+
+def _with_spec_schema(app: FastAPI) -> None:
+    """Put the spec model's JSON Schema (and its definitions) into the OpenAPI
+    components, and the Problem schema, once, when the document is first built."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = build()
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        spec = SpecV1.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(spec.pop("$defs", {}))
+        schemas["Spec"] = spec
+        schemas.setdefault("Problem", Problem.model_json_schema(
+            ref_template="#/components/schemas/{model}"))
+        for name, schema in Problem.model_json_schema(
+                ref_template="#/components/schemas/{model}").get("$defs", {}).items():
+            schemas.setdefault(name, schema)
+        _point_at_spec(document)
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _point_at_spec(node: Any) -> None:
+    """Replace every placeholder schema of a spec body (``SPEC_MARKER``) by a reference
+    to ``#/components/schemas/Spec``, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, dict) and value.get(SPEC_MARKER):
+                node[key] = {"$ref": "#/components/schemas/Spec"}
+            else:
+                _point_at_spec(value)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            if isinstance(value, dict) and value.get(SPEC_MARKER):
+                node[index] = {"$ref": "#/components/schemas/Spec"}
+            else:
+                _point_at_spec(value)

@@ -1,0 +1,211 @@
+"""``/v1/definitions``: list and show, propose a revision, confirm it, pause, resume,
+cancel, trigger now, review, and a condition's poll timeline.
+
+Every route acts in the principal's tenant. A definition is first looked up (another
+tenant's, or for a user another user's, is 404), then the principal's permission is
+checked (an agent asking to confirm is 403).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from watchkeeper.runtime import usecases as uc
+
+from ._deps import Authenticated, Svc, decode_cursor, encode_cursor
+from ._models import (
+    CancelIn,
+    ConfirmationOut,
+    ConfirmIn,
+    DefinitionList,
+    DefinitionOut,
+    FenceOut,
+    NoteIn,
+    PollList,
+    ProposalOut,
+    ProposeIn,
+    ReviewIn,
+    ReviewOut,
+    TriggerIn,
+    TriggerOut,
+)
+from ._problems import PROBLEM_RESPONSES
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/definitions", tags=["definitions"], responses=PROBLEM_RESPONSES)
+
+DefinitionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
+                                   description="The definition's id in the caller's tenant.")]
+
+
+async def _visible(svc: Svc, principal: uc.Principal, definition_id: str,
+                   capability: uc.Capability) -> uc.DefinitionView:
+    """The definition, if the principal may see it and exercise ``capability`` on it."""
+    tenant, _ = uc.reading_scope(principal) if capability is uc.Capability.READ else (
+        uc.visible_tenant(principal), None)
+    if tenant is None:
+        uc.authorize(principal, capability)
+    view = await uc.show_definition(svc.db, tenant, definition_id)  # type: ignore[arg-type]
+    uc.authorize(principal, uc.Capability.READ, tenant_id=view.definition["tenant_id"],
+                 owner_user_id=view.definition["owner_user_id"])
+    uc.authorize(principal, capability, tenant_id=view.definition["tenant_id"],
+                 owner_user_id=view.definition["owner_user_id"])
+    return view
+
+
+@router.get("", response_model=DefinitionList, summary="List definitions")
+async def list_definitions(svc: Svc, principal: Authenticated,
+                           limit: Annotated[int, Query(ge=1, le=500)] = 100,
+                           cursor: Annotated[str | None, Query(max_length=2000)] = None,
+                           ) -> dict[str, Any]:
+    """The caller's definitions (a user's own; an agent's or operator's whole tenant), by
+    id, with status, revisions, fence and next due time; keyset-paged."""
+    tenant, owner = uc.reading_scope(principal)
+    after = decode_cursor(cursor, 2)
+    rows = await uc.list_definitions(svc.db, tenant, owner_user_id=owner, limit=limit,
+                                     after=after)  # type: ignore[arg-type]
+    last = rows[-1] if len(rows) == limit else None
+    return {"items": rows, "next_cursor": encode_cursor(
+        (last["tenant_id"], last["definition_id"]) if last else None)}
+
+
+@router.get("/{definition_id}", response_model=DefinitionOut, summary="Show a definition")
+async def show_definition(svc: Svc, principal: Authenticated,
+                          definition_id: DefinitionId) -> dict[str, Any]:
+    """Status, effective and proposed revisions, fence, next due, the effective spec, and
+    its next occurrences with DST notes."""
+    view = await _visible(svc, principal, definition_id, uc.Capability.READ)
+    row = view.definition
+    upcoming: list[Any] = []
+    if row["spec"] is not None and row["status"] in ("active", "paused"):
+        spec = uc.stored_spec(row)
+        upcoming = [i.to_json() for i in uc.preview_spec(spec, svc.clock.now())]
+    spec_json = row["spec"] or {}
+    latest = view.revisions[-1] if view.revisions else {}
+    return {**row, "title": spec_json.get("title", latest.get("title")),
+            "trigger": spec_json.get("trigger"), "revisions": view.revisions, "next": upcoming}
+
+
+@router.post("/{definition_id}/revisions", status_code=201, response_model=ProposalOut,
+             summary="Propose a revision")
+async def propose(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                  body: ProposeIn, response: Response) -> dict[str, Any]:
+    """Record a proposed revision (nothing runs until the owner confirms it). Answers the
+    revision, its ``spec_hash``, the effective part the hash covers, a summary for the
+    user, the next occurrences with DST notes, and where the owner confirms. Every
+    problem of the spec at once: 422. A stale ``based_on``: 409."""
+    view = await uc.propose_spec(svc.db, svc.clock, principal, definition_id=definition_id,
+                                 spec=body.spec, owner_user_id=body.owner,
+                                 based_on=body.based_on,
+                                 min_interval=svc.settings.min_interval_delta)
+    out = view.to_json()
+    p = view.proposal
+    path = f"/v1/definitions/{definition_id}/revisions/{p.revision}/confirm"
+    response.headers["Location"] = f"/v1/definitions/{definition_id}"
+    out["confirm"] = None if not p.needs_confirmation else {
+        "method": "POST", "path": path, "body": {"spec_hash": p.spec_hash},
+        "cli": f"watchkeeper confirm {definition_id} --revision {p.revision} "
+               f"--spec-hash {p.spec_hash} --token <owner's token>"}
+    return out
+
+
+@router.post("/{definition_id}/revisions/{revision}/confirm", response_model=ConfirmationOut,
+             summary="Confirm a revision (the owner)")
+async def confirm(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                  revision: Annotated[int, Path(ge=1, le=2**31 - 1)],
+                  body: ConfirmIn) -> dict[str, Any]:
+    """The owner makes the proposed revision effective by presenting the ``spec_hash``
+    they were shown (with their token, or through an app key acting for them). An
+    agent or operator key: 403. A different hash: 409."""
+    await _visible(svc, principal, definition_id, uc.Capability.CONFIRM)
+    assert isinstance(principal, uc.UserPrincipal)
+    done = await uc.confirm(svc.db, svc.clock, principal, definition_id=definition_id,
+                            revision=revision, spec_hash=body.spec_hash)
+    return {"definition_id": definition_id, "revision": done.revision, "fence": done.fence,
+            "effective_since": done.effective_since, "next_due_at": done.next_due_at}
+
+
+async def _control(svc: Svc, principal: uc.Principal, definition_id: str, verb: str,
+                   note: str, running: bool = False) -> dict[str, Any]:
+    view = await _visible(svc, principal, definition_id, uc.Capability.CONTROL)
+    tenant = view.definition["tenant_id"]
+    actor: Any = principal
+    if verb == "pause":
+        fence = await uc.pause(svc.db, svc.clock, actor, tenant, definition_id, note=note)
+    elif verb == "resume":
+        fence = await uc.resume(svc.db, svc.clock, actor, tenant, definition_id, note=note)
+    else:
+        fence = await uc.cancel(svc.db, svc.clock, actor, tenant, definition_id,
+                                running=running, note=note)
+    after = await uc.show_definition(svc.db, tenant, definition_id)
+    return {"definition_id": definition_id, "status": after.definition["status"], "fence": fence}
+
+
+@router.post("/{definition_id}/pause", response_model=FenceOut, summary="Pause")
+async def pause(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                body: NoteIn | None = None) -> dict[str, Any]:
+    """Suppress new occurrences (recorded ``skipped_paused``); a running task goes on."""
+    return await _control(svc, principal, definition_id, "pause", body.note if body else "")
+
+
+@router.post("/{definition_id}/resume", response_model=FenceOut, summary="Resume")
+async def resume(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                 body: NoteIn | None = None) -> dict[str, Any]:
+    """Resume; the paused span is recorded once and not replayed."""
+    return await _control(svc, principal, definition_id, "resume", body.note if body else "")
+
+
+@router.post("/{definition_id}/cancel", response_model=FenceOut, summary="Cancel")
+async def cancel(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                 body: CancelIn | None = None) -> dict[str, Any]:
+    """End the definition (``running``: also request cancellation of the active task)."""
+    return await _control(svc, principal, definition_id, "cancel", body.note if body else "",
+                          running=body.running if body else False)
+
+
+@router.post("/{definition_id}/trigger", response_model=TriggerOut, summary="Trigger now")
+async def trigger(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                  body: TriggerIn | None = None) -> dict[str, Any]:
+    """A ``manual`` occurrence now: bypasses pause and overrun, never the budget."""
+    view = await _visible(svc, principal, definition_id, uc.Capability.CONTROL)
+    result = await uc.trigger_now(svc.db, svc.clock, principal,  # type: ignore[arg-type]
+                                  view.definition["tenant_id"], definition_id)
+    return {"slot": result.slot, "recovered": result.recovered, "decisions": [
+        {"tenant_id": t, "binding_id": b, "decision": d}
+        for (t, b), d in result.decisions.items()]}
+
+
+@router.post("/{definition_id}/reviews", response_model=ReviewOut, summary="Review an occurrence")
+async def review(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                 body: ReviewIn) -> dict[str, Any]:
+    """Approve (admit it late, through overrun and budget) or skip an occurrence waiting
+    in ``review_required``."""
+    view = await _visible(svc, principal, definition_id, uc.Capability.CONTROL)
+    tenant = view.definition["tenant_id"]
+    decision = await uc.review(svc.db, svc.clock, principal, tenant,  # type: ignore[arg-type]
+                               definition_id, body.slot, approve=body.decision == "approve")
+    return {"decision": decision}
+
+
+@router.get("/{definition_id}/polls", response_model=PollList, summary="A condition's polls")
+async def polls(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                since: datetime | None = None,
+                cursor: Annotated[str | None, Query(max_length=2000)] = None,
+                limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+                changes: bool = False) -> dict[str, Any]:
+    """The poll timeline, oldest first: the newest ``limit``, or forwards from ``since``
+    or a cursor; ``changes`` keeps polls whose verdict changed or that did something
+    (filtered before the limit)."""
+    view = await _visible(svc, principal, definition_id, uc.Capability.READ)
+    after = decode_cursor(cursor, 4)
+    page = await uc.polls(svc.db, uc.PollsQuery(
+        view.definition["tenant_id"], definition_id, since,
+        uc.PollCursor(*after) if after else None, limit, changes))  # type: ignore[arg-type]
+    position = page.next_after
+    return {"items": list(page.polls), "next_cursor": encode_cursor(
+        (position.scheduled_for, position.definition_id, position.binding_id, position.slot)
+        if position else None)}

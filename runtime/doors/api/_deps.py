@@ -1,0 +1,94 @@
+"""What every route depends on: the services of the app (database, clock, settings), the
+authenticated principal, and opaque keyset cursors."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from watchkeeper.runtime import AgentCatalog, Clock, Database, Settings
+from watchkeeper.runtime import usecases as uc
+from watchkeeper.sources import SourceRegistry
+from watchkeeper.triggers import SpecError
+
+__all__ = ["Authenticated", "Services", "Svc", "decode_cursor", "encode_cursor", "principal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the app shares between requests."""
+
+    db: Database
+    clock: Clock
+    settings: Settings
+    agents: AgentCatalog = field(default_factory=AgentCatalog)
+    sources: SourceRegistry = field(default_factory=SourceRegistry)
+
+
+def services(request: Request) -> Services:
+    """The app's services (set by the app factory's lifespan)."""
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+Svc = Annotated[Services, Depends(services)]
+
+_bearer = HTTPBearer(auto_error=False, description=(
+    "An agent, app, operator or tick key (wk_<kind>_...), or a user token from "
+    "'watchkeeper users add'. An app key also sends On-Behalf-Of: <user id>."))
+
+
+async def principal(
+    svc: Svc,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    on_behalf_of: Annotated[str | None, Header(
+        alias="On-Behalf-Of", description="With an app key: the user of its tenant it acts for "
+                                          "(the app authenticated that user itself).")] = None,
+) -> uc.Principal:
+    """The principal of the request's Bearer credential.
+
+    Raises:
+        AuthError: no credential, or one that is unknown, revoked or misused (HTTP 401).
+    """
+    token = credentials.credentials if credentials is not None else None
+    return await uc.authenticate_bearer(svc.db, svc.clock, token, on_behalf_of=on_behalf_of)
+
+
+Authenticated = Annotated[uc.Principal, Depends(principal)]
+
+
+def encode_cursor(position: tuple[Any, ...] | None) -> str | None:
+    """An opaque cursor for a keyset position (``None`` on the last page)."""
+    if position is None:
+        return None
+    plain = [{"t": v.isoformat()} if isinstance(v, datetime) else v for v in position]
+    return base64.urlsafe_b64encode(json.dumps(plain).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None, size: int) -> tuple[Any, ...] | None:
+    """The keyset position an :func:`encode_cursor` cursor stands for.
+
+    Raises:
+        SpecError: field ``cursor``, when it was not made by this API (or for another
+            list).
+    """
+    if cursor is None:
+        return None
+    try:
+        plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(plain, list) or len(plain) != size:
+            raise ValueError(cursor)
+        values = tuple(datetime.fromisoformat(v["t"]) if isinstance(v, dict) else v
+                       for v in plain)
+        if not all(isinstance(v, str | int | datetime) for v in values):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
+        raise SpecError("cursor", "is not a cursor of this list.",
+                        "pass the next_cursor of the previous page unchanged.") from exc
+    return values

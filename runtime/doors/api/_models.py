@@ -1,0 +1,342 @@
+"""Request and response bodies of the HTTP API (pydantic; they are its OpenAPI 3.1
+schema). Instants are ISO 8601 with an offset; durations are seconds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+__all__ = [
+    "CancelIn", "ConfirmIn", "ConfirmationOut", "DefinitionList", "DefinitionOut",
+    "DefinitionSummary", "DeliveryList", "DeliveryOut", "EndpointIn", "EndpointList",
+    "EndpointOut", "EventOut", "FenceOut", "HistoryEntryOut", "HistoryPageOut", "NoteIn",
+    "PollList", "PollOut", "PreferencesIn", "PreferencesOut", "PreviewIn", "PreviewItemOut",
+    "PreviewOut", "ProposalOut", "ProposeIn", "ReportOut", "ReviewIn", "ReviewOut",
+    "RotateIn", "SPEC_MARKER", "SecretOut", "SpecJson", "TickOut", "TriggerIn", "TriggerOut",
+]
+
+SPEC_MARKER = "x-watchkeeper-spec"
+SpecJson = Annotated[dict[str, Any], WithJsonSchema({"type": "object", SPEC_MARKER: True})]
+"""A spec as JSON: validated by watchkeeper's spec model (every problem at once, 422);
+its schema is the spec model's (``#/components/schemas/Spec``)."""
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="ignore", from_attributes=True)
+
+
+class PreviewItemOut(_Out):
+    """One occurrence (for a condition: one poll)."""
+
+    scheduled_for: datetime = Field(description="UTC instant.")
+    local: str = Field(description="Local wall time with its UTC offset (ISO 8601).")
+    slot: str = Field(description="The occurrence's stable slot key.")
+    note: str | None = Field(None, description="A DST remark: a skipped, moved or repeated "
+                                               "local time, or an offset change.")
+    runs: bool = Field(description="False for a slot that is recorded but does not run.")
+
+
+class PreviewIn(BaseModel):
+    """A stateless preview of a spec's next occurrences."""
+
+    spec: SpecJson
+    after: datetime | None = Field(None, description="Strictly after this instant (default now).")
+    count: int = Field(10, ge=1, le=1000)
+
+
+class PreviewOut(_Out):
+    summary: str
+    next: list[PreviewItemOut]
+
+
+class ProposeIn(BaseModel):
+    """A proposed revision of definition ``{definition_id}``."""
+
+    spec: SpecJson
+    owner: str | None = Field(None, description="The owner user (required for an agent or an "
+                                                "operator key; a user proposes for themselves).")
+    based_on: int | None = Field(None, ge=1, le=2**31 - 1,
+                                 description="The latest revision this edit starts from "
+                                             "(required once the definition exists).")
+
+
+class ConfirmHint(_Out):
+    """Where the owner confirms (the API route, and the CLI command)."""
+
+    method: str = "POST"
+    path: str
+    body: dict[str, Any]
+    cli: str
+
+
+class ProposalOut(_Out):
+    tenant_id: str
+    definition_id: str
+    revision: int
+    spec_hash: str = Field(description="SHA-256 of the canonical JSON of the effective part; "
+                                       "the owner presents it to confirm.")
+    needs_confirmation: bool
+    title: str
+    notes: str
+    summary: str = Field(description="The agreement in plain words, for the user.")
+    effective: dict[str, Any] = Field(description="What the hash covers.")
+    next: list[PreviewItemOut]
+    confirm: ConfirmHint | None
+
+
+class ConfirmIn(BaseModel):
+    spec_hash: str = Field(min_length=1, max_length=128,
+                           description="The spec_hash the owner was shown.")
+
+
+class ConfirmationOut(_Out):
+    definition_id: str
+    revision: int
+    fence: int
+    effective_since: datetime
+    next_due_at: datetime | None
+
+
+class NoteIn(BaseModel):
+    note: str = Field("", max_length=1000, description="Why (kept with the audit trail).")
+
+
+class CancelIn(NoteIn):
+    running: bool = Field(False, description="Also request cancellation of the running task.")
+
+
+class FenceOut(_Out):
+    definition_id: str
+    status: str
+    fence: int
+
+
+class TriggerIn(BaseModel):
+    binding: str | None = Field(None, description="TENANT/BINDING of a registered definition.")
+
+
+class TriggerDecision(_Out):
+    tenant_id: str
+    binding_id: str
+    decision: str
+
+
+class TriggerOut(_Out):
+    slot: str
+    decisions: list[TriggerDecision]
+    recovered: bool
+
+
+class ReviewIn(BaseModel):
+    slot: str = Field(min_length=1, max_length=200)
+    decision: Literal["approve", "skip"]
+    binding: str | None = Field(None, description="TENANT/BINDING of a registered definition.")
+
+
+class ReviewOut(_Out):
+    decision: str
+
+
+class DefinitionSummary(_Out):
+    tenant_id: str
+    definition_id: str
+    origin: str
+    owner_user_id: str | None
+    status: str
+    fence: int
+    latest_revision: int
+    effective_revision: int | None
+    next_due_at: datetime | None
+    slots_seen: int
+    title: str | None
+    trigger: dict[str, Any] | None
+
+
+class DefinitionList(_Out):
+    items: list[DefinitionSummary]
+    next_cursor: str | None
+
+
+class RevisionOut(_Out):
+    revision: int
+    spec_hash: str
+    status: str
+    based_on: int | None
+    proposed_by: str
+    proposed_at: datetime
+    confirmed_by: str | None
+    confirmed_at: datetime | None
+    title: str | None
+
+
+class DefinitionOut(DefinitionSummary):
+    effective_since: datetime | None = None
+    status_note: str = Field("", description="Why it was last paused, resumed or cancelled.")
+    status_by: str | None = Field(None, description="Who did that.")
+    spec: dict[str, Any] | None = None
+    spec_hash: str | None = None
+    revisions: list[RevisionOut]
+    next: list[PreviewItemOut] = Field(default_factory=list)
+
+
+class HistoryEntryOut(_Out):
+    """One occurrence and its six facts."""
+
+    tenant_id: str
+    definition_tenant_id: str
+    definition_id: str
+    binding_id: str
+    slot: str
+    kind: str
+    revision: int
+    scheduled_for: datetime
+    not_before: datetime
+    expires_at: datetime
+    zone: str | None
+    decision: str
+    reason: str | None
+    late: bool
+    lateness_seconds: float
+    owner_user_id: str | None
+    task_id: int | None
+    task_status: str | None
+    status_reason: str | None
+    attempts: int | None
+    content_sha256: str | None
+    verified: bool | None
+    committed_at: datetime | None
+    importance: str | None
+    runs: list[dict[str, Any]] | None
+    deliveries: list[dict[str, Any]] | None
+    outcome: str
+    next_step: str | None
+
+
+class EventOut(_Out):
+    """A decision that claims no occurrence: a range of skipped slots, a fenced-out plan."""
+
+    tenant_id: str
+    definition_id: str
+    binding_id: str
+    kind: str
+    first_slot: str | None
+    last_slot: str | None
+    count: int
+    reason: str
+    recorded_at: datetime
+
+
+class HistoryPageOut(_Out):
+    items: list[HistoryEntryOut]
+    events: list[EventOut]
+    next_cursor: str | None
+
+
+class ReportOut(_Out):
+    tenant_id: str
+    task_id: int
+    markdown: str
+    importance: str
+    content_sha256: str
+    output_ref: str
+    verified: bool
+    verification: str
+    finished_at: datetime
+    committed_at: datetime
+
+
+class PollOut(_Out):
+    definition_id: str
+    binding_id: str
+    slot: str
+    scheduled_for: datetime
+    revision: int
+    status: str
+    verdict: str | None
+    previous_verdict: str | None
+    action: str | None
+    reason: str | None
+    task_id: int | None
+    observations: list[dict[str, Any]] | None
+
+
+class PollList(_Out):
+    items: list[PollOut]
+    next_cursor: str | None
+
+
+class DeliveryOut(_Out):
+    tenant_id: str
+    delivery_id: str
+    task_id: int
+    definition_id: str
+    slot: str
+    channel: str
+    destination: str
+    status: str
+    attempts: int
+    redeliveries: int
+    next_attempt_at: datetime | None
+    delivered_at: datetime | None
+    response_status: int | None
+    last_error: str | None
+    status_reason: str | None
+
+
+class DeliveryList(_Out):
+    items: list[DeliveryOut]
+
+
+class EndpointIn(BaseModel):
+    name: str = Field(min_length=1, max_length=64)
+    url: str = Field(min_length=1, max_length=2000)
+
+
+class EndpointOut(_Out):
+    tenant_id: str
+    name: str
+    url: str
+    created_at: datetime
+    active_secrets: int
+
+
+class EndpointList(_Out):
+    items: list[EndpointOut]
+
+
+class RotateIn(BaseModel):
+    overlap_hours: float = Field(24.0, ge=0, le=720,
+                                 description="Hours the old secrets keep signing.")
+
+
+class SecretOut(_Out):
+    tenant_id: str
+    name: str
+    secret: str = Field(description="The signing secret (whsec_...), shown this once.")
+
+
+class PreferencesIn(BaseModel):
+    channels: list[str] | None = Field(None, description="Enabled channels; null: all; "
+                                                         "[]: none.")
+    min_importance: Literal["low", "normal", "high"] = "low"
+    quiet: str | None = Field(None, description="Quiet hours HH:MM-HH:MM in the user's zone.")
+
+
+class PreferencesOut(_Out):
+    tenant_id: str
+    user_id: str
+    channels: list[str] | None
+    min_importance: str
+    quiet: str | None
+    zone: str
+
+
+class TickOut(_Out):
+    decisions: dict[str, int]
+    ranges: int
+    fenced_out: int
+    polls: dict[str, int]
+    tasks: dict[str, int]
+    deliveries: dict[str, int]

@@ -1,0 +1,134 @@
+"""Errors as RFC 9457 problem details (``application/problem+json``), mapped in one
+place from the runtime's exception tree, as the CLI maps it to exit codes.
+
+=================== ====== ======================= =================================
+exception           status type                    CLI exit code
+=================== ====== ======================= =================================
+SpecError           422    invalid-input           2 (every problem in ``errors``)
+request validation  422    invalid-input           2
+AuthError           401    unauthenticated         4 (with ``WWW-Authenticate``)
+Forbidden           403    forbidden               4
+NotFound            404    not-found               3 (also another tenant's ids)
+Conflict            409    conflict                5
+DatabaseUnavailable 503    unavailable             6 (with ``Retry-After``)
+ConfigError         503    misconfigured           2
+WatchkeeperError    500    internal                1
+=================== ====== ======================= =================================
+
+Each body is ``{"type", "title", "status", "detail", "instance", "errors"}`` where
+``errors`` is a list of ``{"field", "message", "fix"}`` (empty when the problem is not
+about a field).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
+
+from watchkeeper.runtime import (
+    AuthError,
+    ConfigError,
+    Conflict,
+    DatabaseUnavailable,
+    Forbidden,
+    NotFound,
+    WatchkeeperError,
+)
+from watchkeeper.triggers import SpecError
+
+__all__ = ["FieldProblem", "Problem", "install", "problem_response"]
+
+PROBLEM_JSON = "application/problem+json"
+TYPE_BASE = "urn:watchkeeper:problem:"
+
+
+class FieldProblem(BaseModel):
+    """One thing wrong with the input: the field (a dotted path), what is wrong, and
+    the fix."""
+
+    field: str
+    message: str
+    fix: str = ""
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = Field(description="A URN naming the kind of problem.")
+    title: str
+    status: int
+    detail: str = ""
+    instance: str = Field("", description="The request path the problem is about.")
+    errors: list[FieldProblem] = Field(default_factory=list)
+
+
+_MAP: tuple[tuple[type[BaseException], int, str, str], ...] = (
+    (SpecError, 422, "invalid-input", "The input is not valid"),
+    (Forbidden, 403, "forbidden", "This principal may not do this"),
+    (AuthError, 401, "unauthenticated", "Authentication is required"),
+    (NotFound, 404, "not-found", "Not found"),
+    (Conflict, 409, "conflict", "Conflicts with the current state"),
+    (DatabaseUnavailable, 503, "unavailable", "The database is unreachable"),
+    (ConfigError, 503, "misconfigured", "The deployment is misconfigured"),
+    (WatchkeeperError, 500, "internal", "Internal error"),
+)
+
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "description": title,
+             "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+    for _, status, _, title in _MAP if status in (401, 404, 422, 503)
+}
+"""The problem responses every route may give (merged into each route's OpenAPI)."""
+
+
+def problem_response(request: Request, exc: BaseException) -> JSONResponse:
+    """The problem details response for ``exc`` (one of the mapped exceptions)."""
+    status, slug, title = next(((s, t, ti) for cls, s, t, ti in _MAP if isinstance(exc, cls)),
+                               (500, "internal", "Internal error"))
+    errors = [FieldProblem(**p) for p in exc.to_json()] if isinstance(exc, SpecError) else []
+    body = Problem(type=TYPE_BASE + slug, title=title, status=status,
+                   detail=str(exc) if status != 500 else "", instance=request.url.path,
+                   errors=errors)
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="watchkeeper"'
+    if status == 503:
+        headers["Retry-After"] = "5"
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers,
+                        media_type=PROBLEM_JSON)
+
+
+def _validation(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's request validation errors, as one 422 listing every field."""
+    assert isinstance(exc, RequestValidationError)
+    errors = []
+    for error in exc.errors():
+        loc = [str(x) for x in error.get("loc", ()) if x not in ("body", "query", "path", "header")]
+        errors.append(FieldProblem(field=".".join(loc) or "request", message=str(error["msg"]),
+                                   fix="see the request schema in /openapi.json"))
+    detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
+    body = Problem(type=TYPE_BASE + "invalid-input", title="The input is not valid",
+                   status=422, detail=detail, instance=request.url.path, errors=errors)
+    return JSONResponse(body.model_dump(), status_code=422, media_type=PROBLEM_JSON)
+
+
+def _http(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own errors (an unknown route: 404, a wrong method: 405) as problems."""
+    assert isinstance(exc, HTTPException)
+    body = Problem(type=TYPE_BASE + ("not-found" if exc.status_code == 404 else "http"),
+                   title=str(exc.detail), status=exc.status_code, instance=request.url.path)
+    return JSONResponse(body.model_dump(), status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None), media_type=PROBLEM_JSON)
+
+
+def install(app: FastAPI) -> None:
+    """Register the mapping on ``app``."""
+    for cls, *_ in _MAP:
+        app.add_exception_handler(cls, problem_response)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(HTTPException, _http)

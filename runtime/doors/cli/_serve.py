@@ -1,0 +1,157 @@
+"""``watchkeeper serve`` (the HTTP API, with the supervisor unless ``--no-supervisor``)
+and ``watchkeeper keys`` (API keys and the tick secret)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import anyio
+import typer
+import uvicorn
+
+from watchkeeper.runtime import Database, Settings, Supervisor, SystemClock
+from watchkeeper.runtime import usecases as uc
+from watchkeeper.runtime.doors.api import Services, create_app
+from watchkeeper.triggers import SpecError
+
+from ._app import app, emit_json, err, keys_app, out, with_db, write
+from ._loading import agents_from, schedules_from, sources_from
+
+__all__: list[str] = []
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, without its own signal handling (``serve`` stops the server and the
+    supervisor together on SIGTERM / SIGINT), telling when it listens or gave up."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.settled = anyio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        self.settled.set()
+
+    async def run_until_stopped(self) -> None:
+        """Serve until told to stop; a port that cannot be bound is bad input."""
+        try:
+            await self.serve()
+        except SystemExit as exc:  # uvicorn exits when it cannot bind
+            raise SpecError("--port", f"cannot listen on {self.config.host}:{self.config.port}.",
+                            "choose a free port, e.g. --port 0 for any.") from exc
+        finally:
+            self.settled.set()
+
+
+@app.command("serve")
+def serve_cmd(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
+    supervisor: Annotated[bool, typer.Option(help="Also run the supervisor (tick, poller, "
+                                             "workers, outbox); --no-supervisor for API-only "
+                                             "replicas.")] = True,
+    workers: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+    schedules: Annotated[str | None, typer.Option(help="module:attr with operator ScheduleDefs.")] = None,
+    agent: Annotated[list[str], typer.Option(help="NAME=COMMAND: a command agent.")] = [],  # noqa: B006
+    sources: Annotated[str | None, typer.Option(help="module:attr with condition sources.")] = None,
+    series: Annotated[list[str], typer.Option(help="NAME[@VERSION]=CSV: a series source.")] = [],  # noqa: B006
+) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and, by default, run
+    the supervisor in the same process, until SIGTERM / SIGINT."""
+    registry, catalog = schedules_from(schedules), agents_from(agent)
+    found = sources_from(sources, series)
+
+    async def run(db: Database, config: Settings) -> None:
+        clock = SystemClock()
+        engine = Supervisor(db, clock, uc.supervisor_config(config, workers=workers),
+                            registry=registry, agents=catalog, sources=found) if supervisor else None
+        api = create_app(Services(db, clock, config, agents=catalog, sources=found),
+                         supervisor=engine)
+        server = _Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
+                                        lifespan="off", access_log=False))
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(_stop_on_signal, server, engine)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(server.run_until_stopped)
+                if engine is not None:
+                    tg.start_soon(engine.run)
+                await server.settled.wait()
+                if not server.started:
+                    return  # run_until_stopped raises why
+                bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
+                where = ", ".join(f"http://{h}:{p}" for h, p, *_ in bound) or f"{host}:{port}"
+                err.print(f"serving {where} (docs at /docs)"
+                          + (f"; supervisor {engine.config.supervisor_id}" if engine else
+                             "; no supervisor") + "; Ctrl-C to stop")
+            outer.cancel_scope.cancel()  # the server and the supervisor have stopped
+    logging.getLogger("watchkeeper").setLevel(logging.INFO)
+    with_db(run)
+    err.print("stopped")
+
+
+async def _stop_on_signal(server: uvicorn.Server, engine: Supervisor | None) -> None:
+    """First SIGTERM/SIGINT: stop accepting, finish in-flight requests, stop the
+    supervisor; a second one: stop the server at once."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if server.should_exit:
+                server.force_exit = True
+                continue
+            err.print("stopping...")
+            server.should_exit = True
+            if engine is not None:
+                engine.stop()
+
+
+@keys_app.command("create")
+def keys_create(
+    kind: Annotated[str, typer.Argument(help="agent, app, operator or tick.")],
+    tenant: Annotated[str | None, typer.Option(help="The key's tenant (none for tick).")] = None,
+    name: Annotated[str, typer.Option(help="A name to recognise it by.")] = "default",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Create an API key and print it once (stored as a SHA-256 digest)."""
+    async def run(db: Database, _: Settings) -> uc.NewKey:
+        return await uc.create_key(db, SystemClock(), kind, tenant_id=tenant, name=name)
+    made = with_db(run)
+    if as_json:
+        emit_json({"key_id": made.key.key_id, "kind": made.key.kind.value,
+                   "tenant_id": made.key.tenant_id, "name": made.key.name, "token": made.token})
+        return
+    where = f" of tenant {made.key.tenant_id}" if made.key.tenant_id else ""
+    out.print(f"{made.key.kind.value} key {made.key.key_id}{where} (shown once, keep it secret):")
+    write(made.token + "\n")
+
+
+@keys_app.command("list")
+def keys_list(tenant: Annotated[str | None, typer.Option()] = None,
+              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List API keys (never their secrets)."""
+    async def run(db: Database, _: Settings) -> list[uc.ApiKey]:
+        return await uc.list_keys(db, tenant)
+    rows = with_db(run)
+    if as_json:
+        emit_json([{"key_id": k.key_id, "kind": k.kind.value, "tenant_id": k.tenant_id,
+                    "name": k.name, "created_at": k.created_at, "created_by": k.created_by,
+                    "revoked_at": k.revoked_at, "last_used_at": k.last_used_at} for k in rows])
+        return
+    for k in rows:
+        state = "revoked" if k.revoked_at else "active"
+        out.print(f"{k.key_id}  {k.kind.value:<8} {k.tenant_id or '-':<16} {k.name}  {state}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
+    """Revoke a key at once (its next request is 401)."""
+    async def run(db: Database, _: Settings) -> None:
+        await uc.revoke_key(db, SystemClock(), key_id, tenant_id=tenant)
+    with_db(run)
+    out.print(f"revoked {key_id}")
