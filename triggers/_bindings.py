@@ -41,7 +41,8 @@ RESERVED_PARAM_KEYS = frozenset({"schedule", "trigger"})
 """Params keys the runtime stamps itself: the trusted schedule triple, and for a
 condition the verdict and the observations that made it fire."""
 
-_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+"""Matched whole (``fullmatch``): ``$`` would also match before a final newline."""
 
 
 def check_identifier(value: str, field: str) -> str:
@@ -51,7 +52,7 @@ def check_identifier(value: str, field: str) -> str:
     Raises:
         SpecError: naming ``field``.
     """
-    if not isinstance(value, str) or not _IDENT.match(value):
+    if not isinstance(value, str) or not _IDENT.fullmatch(value):
         raise SpecError(
             field, f"{value!r} is not a valid identifier.",
             "use 1-128 letters, digits, '.', '_', ':', '@' or '-', starting with a letter or digit.",
@@ -129,7 +130,7 @@ def _problems(index: int, binding: Binding) -> list[str]:
         value = getattr(binding, name)
         if not value.strip():
             found.append(f"binding {index}: {name} is empty")
-        elif not _IDENT.match(value):
+        elif not _IDENT.fullmatch(value):
             found.append(f"binding {index}: {name} {value!r} is not a valid identifier")
     if binding.tenant_id.startswith("_"):
         found.append(f"binding {index}: tenant_id {binding.tenant_id!r} is reserved")
