@@ -18,7 +18,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ._errors import SpecError
-from ._spec import Delivery, refuse_nul
+from ._spec import Delivery
+from ._storable import refuse_unstorable
 
 __all__ = [
     "Binding",
@@ -140,7 +141,7 @@ def _problems(index: int, binding: Binding) -> list[str]:
     if reserved:
         found.append(f"binding {index}: params key(s) {sorted(reserved)} are reserved")
     try:
-        refuse_nul(binding.model_dump(mode="json"), f"binding {index}")
+        refuse_unstorable(binding.model_dump(mode="python"), f"binding {index}")
     except SpecError as exc:
         found.extend(f"{p.field} {p.problem.rstrip('.')}" for p in exc.problems)
     return found
