@@ -316,3 +316,21 @@ def test_a_threshold_cannot_smuggle_a_large_exponent_either(threshold: str) -> N
             "type": "condition", "mode": "first_match", "source": {"name": "s", "version": "1"},
             "poll_every": 3600, "predicate": {"subject": "x", "op": "<", "threshold": threshold}}})
     assert raised.value.field == "trigger.predicate.threshold"
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_a_units_file_bomb_stops_no_command(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """WATCHKEEPER_UNITS_FILE holding 'bomb = 9**9**9 * meter': a command exits 2 at once
+    naming the file's line and the bound, instead of hanging."""
+    from test_cli import cli
+
+    path = tmp_path / "units.txt"
+    path.write_text("ok_unit_q = 2 * meter\nbomb = 9**9**9 * meter\n", encoding="utf-8")
+    monkeypatch.setenv("WATCHKEEPER_UNITS_FILE", str(path))
+    code, out, err = await cli("preview", "--cron", "0 9 * * 1", "--tz", "UTC", dsn=None,
+                               home=tmp_path, check=False)
+    assert (code, out) == (2, "")
+    assert f"{path}:2: '9**9**9 * meter' is refused (exponent 9 is above 6)." in " ".join(
+        err.split())
