@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from watchkeeper.triggers import SpecError, define_units
+from watchkeeper.triggers import MAX_UNITS_TEXT, SpecError, define_units
 
 from ._errors import ConfigError
 from .store._db import DEFAULT_SCHEMA, check_schema
@@ -123,15 +123,21 @@ def load_units_file(settings: Settings) -> list[str]:
         The names defined (empty when the setting is unset).
 
     Raises:
-        SpecError: field ``WATCHKEEPER_UNITS_FILE`` when the file cannot be read or is
-            not UTF-8; otherwise one problem per refused line, field
-            ``"<path>:<line>"``.
+        SpecError: field ``WATCHKEEPER_UNITS_FILE`` when the file cannot be read, is
+            over 1,000,000 bytes (:data:`~watchkeeper.triggers.MAX_UNITS_TEXT`;
+            no more is read) or is not UTF-8; otherwise one problem per refused line,
+            field ``"<path>:<line>"``.
     """
     path = settings.units_file
     if path is None:
         return []
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:  # at most one byte past the limit is read
+            data = handle.read(MAX_UNITS_TEXT + 1)
+        if len(data) > MAX_UNITS_TEXT:
+            raise SpecError("WATCHKEEPER_UNITS_FILE", f"{path} is over {MAX_UNITS_TEXT} bytes.",
+                            "keep the units file to the definitions you use.")
+        text = data.decode("utf-8")
     except OSError as exc:
         raise SpecError("WATCHKEEPER_UNITS_FILE", f"cannot read {path}: {exc.strerror}.",
                         "check the path, or unset WATCHKEEPER_UNITS_FILE.") from exc

@@ -150,3 +150,16 @@ def test_the_policy_matrix(capability: Capability, principal: object, kind: str)
     assert check(tenant_id="globex") is NotFound
     assert check(tenant_id="acme", owner_user_id="alice") is own
     assert check(tenant_id="acme", owner_user_id="bob") is (NotFound if kind == "user" else own)
+
+
+@pytest.mark.parametrize("suffix", ["\n", "\r\n", " ", "\x00"])
+async def test_a_key_with_anything_after_it_is_refused(db: Database, clock: FakeClock,
+                                                       suffix: str) -> None:
+    """A key's token is matched whole: the token followed by a newline (which '$' let
+    through) is an unknown credential, and the key itself still works."""
+    await owner(db, clock)
+    agent = await create_key(db, clock, "agent", tenant_id="acme", name="chat")
+    with pytest.raises(AuthError, match="unknown"):
+        await authenticate_bearer(db, clock, agent.token + suffix)
+    assert await authenticate_bearer(db, clock, agent.token) == AgentPrincipal(
+        "acme", agent.key.key_id)

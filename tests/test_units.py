@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from watchkeeper.runtime import Settings, load_units_file
 from watchkeeper.sources import SeriesError, read_series_csv
 from watchkeeper.triggers import (
+    MAX_UNITS_TEXT,
     Observation,
     ObservationStatus,
     SpecError,
@@ -183,3 +184,153 @@ def test_a_series_names_every_unknown_unit_with_its_lines_and_subjects(tmp_path:
                                "on line 7, subject X. Fix:")
     assert lines[3] == f"{path}:8: value 'abc' is not a number (leave the cell empty for a " \
         "missing value)"
+
+
+# ------------------------------------------------------------------ bounded definitions
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("definition", "words"), [
+    ("{name} = 9**9**9 * meter", "exponent 9 is above 6"),
+    ("{name} = meter ** 2**2**2", "a power of a power"),
+    ("{name} = (2**6)**6 * meter", "a power of a power"),
+    ("{name} = 10**(9*9*9*9*9*9*9*9*9) * meter", "is not a number"),
+    ("{name} = km**6,0,0,0,0,0,0", "exponent 6000000 is above 6"),  # pint drops commas
+    ("{name} = 5 / 9 * kelvin; offset: 9**9**9", "exponent 9 is above 6"),
+    ("{name}- = 9**9**9", "exponent 9 is above 6"),
+    ("[{name}] = [length] ** 9**9**9", "exponent 9 is above 6"),
+    ("{name} = 2 * meter = _ = {name}_x ** 99", "exponent 99 is above 6"),
+    ("{name} = 1e999999 * meter", "the number 1e999999 is out of range"),
+    ("{name} = 1,0e9,99 * meter", "the number 10e999 is out of range"),
+    ("{name} = 2**6:**6 * meter", "':' is not a number"),
+])
+def test_an_exponent_bomb_in_a_units_file_is_refused_with_its_line(definition: str,
+                                                                  words: str) -> None:
+    """Every expression pint would evaluate (value, offset, prefix, dimension, alias) is
+    held to a spec's bounds before pint sees it: refused with its line, at once (pint
+    would compute 9**387420489, or a million-digit Fraction, and hang every command)."""
+    good = fresh("good")
+    with pytest.raises(SpecError) as raised:
+        define_units(f"{good} = 2 * meter\n" + definition.format(name=fresh("bomb")),
+                     "units.txt")
+    assert [p.field for p in raised.value.problems] == ["units.txt:2"]
+    assert words in raised.value.problem and raised.value.problem.endswith(").")
+    assert check_unit(good).name == good
+
+
+@pytest.mark.timeout(20)
+def test_a_huge_literal_or_a_long_line_is_refused_by_its_length() -> None:
+    """A 100,000-digit number and a 500,000-character expression are refused by their
+    length (256 characters, the comment not counted) before anything reads them; a long
+    comment is fine."""
+    digits, long, after = fresh("digits"), fresh("long"), fresh("after")
+    text = "\n".join([f"{digits} = {'9' * 100_000} * meter",
+                      f"{long} = " + "meter * " * 62_500 + "meter",
+                      f"{after} = 3 * meter  # " + "c" * 300_000])
+    with pytest.raises(SpecError) as raised:
+        define_units(text, "units.txt")
+    assert [(p.field, p.problem.split(" is ")[-1]) for p in raised.value.problems] == [
+        ("units.txt:1", f"{len(digits) + 3 + 100_000 + 8} characters long, over 256."),
+        ("units.txt:2", f"{len(long) + 3 + 8 * 62_500 + 5} characters long, over 256.")]
+    assert threshold_in(Decimal(1), after, "meter") == Fraction(3)
+
+
+def test_a_text_over_a_million_characters_is_refused_whole() -> None:
+    """define_units refuses a text over MAX_UNITS_TEXT characters without reading a line
+    of it (nothing is defined)."""
+    name = fresh("unread")
+    with pytest.raises(SpecError) as raised:
+        define_units(f"{name} = 2 * meter\n" + "#" * MAX_UNITS_TEXT, "units.txt")
+    assert (raised.value.field, raised.value.problem) == (
+        "units.txt", f"is over {MAX_UNITS_TEXT} characters long.")
+    assert threshold_in(Decimal(1), name, "meter") is None
+
+
+@pytest.mark.timeout(20)
+def test_an_endless_units_file_is_read_only_to_the_limit(tmp_path: Path) -> None:
+    """WATCHKEEPER_UNITS_FILE=/dev/zero (or any file over 1,000,000 bytes) is refused
+    after reading one byte past the limit, not read into memory whole."""
+    with pytest.raises(SpecError) as raised:
+        load_units_file(Settings(units_file=Path("/dev/zero")))
+    assert (raised.value.field, raised.value.problem) == (
+        "WATCHKEEPER_UNITS_FILE", f"/dev/zero is over {MAX_UNITS_TEXT} bytes.")
+    path = tmp_path / "units.txt"
+    path.write_bytes(b"#" * MAX_UNITS_TEXT)
+    assert load_units_file(Settings(units_file=path)) == []
+
+
+def test_a_chain_of_definitions_cannot_build_a_huge_unit() -> None:
+    """Each line within the bounds, a chain still could (a = 1e100 m, b = a**3, c = b**2
+    is 1e600 m): a unit beyond 1e+-300 of its root units is refused, as is a unit of
+    size zero or below (comparisons assume conversions keep the order)."""
+    a, b, c, zero, negative = (fresh(s) for s in ("a", "b", "c", "zero", "neg"))
+    with pytest.raises(SpecError) as raised:
+        define_units(f"{a} = 1e100 * meter\n{b} = {a} ** 3\n{c} = {b} ** 2\n"
+                     f"{zero} = 0 * meter\n{negative} = -2 * meter", "units.txt")
+    assert [(p.field, p.problem) for p in raised.value.problems] == [
+        ("units.txt:3", f"'{b} ** 2' is about 1e600 of its root units, beyond 1e-300..1e300."),
+        ("units.txt:4", "'0 * meter' is not a positive size."),
+        ("units.txt:5", "'-2 * meter' is not a positive size.")]
+    assert threshold_in(Decimal(1), b, "meter**3") == Fraction(10) ** 300
+
+
+@given(st.integers(-10_000, 10_000), st.integers(1, 9))
+def test_a_defined_number_is_accepted_exactly_when_in_range(exponent: int, mantissa: int) -> None:
+    """Property: 'x = <m>e<n> * meter' is defined exactly when the number is within
+    1e-100..1e100 (the bound of a spec's thresholds), and converts exactly."""
+    name = fresh("num")
+    expected = -100 <= exponent <= 100
+    try:
+        define_units(f"{name} = {mantissa}e{exponent} * meter")
+        accepted = True
+    except SpecError as exc:
+        assert "out of range" in exc.problem
+        accepted = False
+    assert accepted is expected
+    if accepted:
+        assert threshold_in(Decimal(1), name, "meter") == Fraction(mantissa) * Fraction(10) ** exponent
+
+
+@given(st.integers(1, 99_999), st.data())
+def test_commas_cannot_smuggle_a_large_exponent(exponent: int, data: st.DataObject) -> None:
+    """Property: pint drops commas, so m**6,0,0 is m**600; a unit's exponent written with
+    commas anywhere is accepted exactly when the number without them is at most 6."""
+    digits = str(exponent)
+    cuts = data.draw(st.sets(st.integers(1, max(len(digits) - 1, 1)), max_size=4))
+    written = "".join(("," if i in cuts and i < len(digits) else "") + d
+                      for i, d in enumerate(digits))
+    try:
+        check_unit(f"m**{written}")
+        accepted = True
+    except SpecError:
+        accepted = False
+    assert accepted is (exponent <= 6)
+
+
+@pytest.mark.parametrize("threshold", ["1 km**6,6,6,6,6,6,6", "1 m**(1*99)", "1 m**6,0"])
+def test_a_threshold_cannot_smuggle_a_large_exponent_either(threshold: str) -> None:
+    """The same bound protects a spec's threshold (km**6,6,6,6,6,6,6 was meter**6666666,
+    and its conversion a number of 20 million digits in every poll)."""
+    with pytest.raises(SpecError) as raised:
+        parse_spec({"version": 1, "trigger": {
+            "type": "condition", "mode": "first_match", "source": {"name": "s", "version": "1"},
+            "poll_every": 3600, "predicate": {"subject": "x", "op": "<", "threshold": threshold}}})
+    assert raised.value.field == "trigger.predicate.threshold"
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_a_units_file_bomb_stops_no_command(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """WATCHKEEPER_UNITS_FILE holding 'bomb = 9**9**9 * meter': a command exits 2 at once
+    naming the file's line and the bound, instead of hanging."""
+    from test_cli import cli
+
+    path = tmp_path / "units.txt"
+    path.write_text("ok_unit_q = 2 * meter\nbomb = 9**9**9 * meter\n", encoding="utf-8")
+    monkeypatch.setenv("WATCHKEEPER_UNITS_FILE", str(path))
+    code, out, err = await cli("preview", "--cron", "0 9 * * 1", "--tz", "UTC", dsn=None,
+                               home=tmp_path, check=False)
+    assert (code, out) == (2, "")
+    assert f"{path}:2: '9**9**9 * meter' is refused (exponent 9 is above 6)." in " ".join(
+        err.split())

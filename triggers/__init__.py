@@ -96,11 +96,13 @@ from ._spec import SpecV1 as SpecV1
 from ._spec import canonical_json as canonical_json
 from ._spec import check_endpoint_name as check_endpoint_name
 from ._spec import parse_spec as parse_spec
+from ._storable import refuse_unstorable as refuse_unstorable
+from ._unit_file import MAX_UNITS_TEXT as MAX_UNITS_TEXT
+from ._unit_file import define_units as define_units
 from ._units import Quantity as Quantity
 from ._units import Unit as Unit
 from ._units import check_currency as check_currency
 from ._units import check_unit as check_unit
-from ._units import define_units as define_units
 from ._units import in_range as in_range
 from ._units import parse_quantity as parse_quantity
 from ._units import registry as unit_registry
@@ -133,5 +135,5 @@ __all__ = [
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
     "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
-    "define_units",
+    "define_units", "refuse_unstorable", "MAX_UNITS_TEXT",
 ]

@@ -18,7 +18,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ._errors import SpecError
-from ._spec import Delivery, refuse_nul
+from ._spec import Delivery
+from ._storable import refuse_unstorable
 
 __all__ = [
     "Binding",
@@ -41,7 +42,8 @@ RESERVED_PARAM_KEYS = frozenset({"schedule", "trigger"})
 """Params keys the runtime stamps itself: the trusted schedule triple, and for a
 condition the verdict and the observations that made it fire."""
 
-_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+"""Matched whole (``fullmatch``): ``$`` would also match before a final newline."""
 
 
 def check_identifier(value: str, field: str) -> str:
@@ -51,7 +53,7 @@ def check_identifier(value: str, field: str) -> str:
     Raises:
         SpecError: naming ``field``.
     """
-    if not isinstance(value, str) or not _IDENT.match(value):
+    if not isinstance(value, str) or not _IDENT.fullmatch(value):
         raise SpecError(
             field, f"{value!r} is not a valid identifier.",
             "use 1-128 letters, digits, '.', '_', ':', '@' or '-', starting with a letter or digit.",
@@ -129,7 +131,7 @@ def _problems(index: int, binding: Binding) -> list[str]:
         value = getattr(binding, name)
         if not value.strip():
             found.append(f"binding {index}: {name} is empty")
-        elif not _IDENT.match(value):
+        elif not _IDENT.fullmatch(value):
             found.append(f"binding {index}: {name} {value!r} is not a valid identifier")
     if binding.tenant_id.startswith("_"):
         found.append(f"binding {index}: tenant_id {binding.tenant_id!r} is reserved")
@@ -139,7 +141,7 @@ def _problems(index: int, binding: Binding) -> list[str]:
     if reserved:
         found.append(f"binding {index}: params key(s) {sorted(reserved)} are reserved")
     try:
-        refuse_nul(binding.model_dump(mode="json"), f"binding {index}")
+        refuse_unstorable(binding.model_dump(mode="python"), f"binding {index}")
     except SpecError as exc:
         found.extend(f"{p.field} {p.problem.rstrip('.')}" for p in exc.problems)
     return found

@@ -42,8 +42,8 @@ __all__ = ["CronExpression", "CronSchedule", "DstGap"]
 DstGap = Literal["skip", "run_after"]
 
 _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_NUMERIC = re.compile(r"^[0-9*,/\-]+$")
-_NAMED = re.compile(r"^[0-9A-Za-z*,/\-]+$")
+_NUMERIC = re.compile(r"[0-9*,/\-]+")  # matched whole (fullmatch)
+_NAMED = re.compile(r"[0-9A-Za-z*,/\-]+")
 _MONTHS = {m.lower() for m in calendar.month_abbr if m}
 _DAYS = {d.lower() for d in calendar.day_abbr}
 _FIELD = "trigger.expr"
@@ -116,7 +116,7 @@ def _check_field(index: int, value: str, field: str) -> None:
     allowed = _NAMED if index in (3, 4) else _NUMERIC
     words = set(re.findall(r"[A-Za-z]+", value))
     known = _MONTHS if index == 3 else _DAYS
-    if not allowed.match(value) or (words and not {w.lower() for w in words} <= known):
+    if not allowed.fullmatch(value) or (words and not {w.lower() for w in words} <= known):
         raise SpecError(
             field,
             f"the {name} field {value!r} uses syntax that 5-field Vixie cron does not have "

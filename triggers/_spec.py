@@ -41,6 +41,7 @@ from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._edges import ConditionMode
 from ._errors import SpecError, SpecProblem, SpecProblems
 from ._slots import Slot
+from ._storable import field_part, storable_problems
 from ._zones import WallKind, check_zone, classify_wall, load_zone, require_aware
 
 __all__ = [
@@ -108,10 +109,32 @@ def _resolved(value: timedelta, field: str, maximum: timedelta, info: Validation
 
 
 def _instant_in_range(value: datetime, field: str) -> datetime:
-    if not EARLIEST <= value <= LATEST:
+    """``value`` if it lies in [EARLIEST, LATEST]: an aware one compared as an instant,
+    a naive one as a wall time (before its zone is applied).
+
+    Compared before any conversion: ``9999-12-31T23:59:59-01:00`` is past the last
+    datetime in UTC, so ``astimezone`` would raise OverflowError.
+
+    Raises:
+        SpecError: naming ``field``, showing ``value`` as written.
+    """
+    low, high = (EARLIEST, LATEST) if value.tzinfo is not None else (
+        EARLIEST.replace(tzinfo=None), LATEST.replace(tzinfo=None))
+    if not low <= value <= high:
         raise SpecError(field, f"{value.isoformat()} is outside {EARLIEST:%Y}-{LATEST:%Y}.",
                         "give an instant between 1970 and 2200.")
     return value
+
+
+def _aware_instant(value: datetime, field: str) -> datetime:
+    """``value`` in UTC if it is aware and in range.
+
+    Raises:
+        SpecError: naming ``field``: naive, or outside 1970-2200.
+    """
+    if value.utcoffset() is None:
+        require_aware(value, field)  # raises: no offset
+    return require_aware(_instant_in_range(value, field), field)
 _MIN_INTERVAL_KEY = "min_interval"
 _STORED_KEY = "stored"
 
@@ -190,7 +213,7 @@ class IntervalTrigger(_Model):
     @pydantic.field_validator("anchor")
     @classmethod
     def _anchor(cls, value: datetime) -> datetime:
-        return _instant_in_range(require_aware(value, "trigger.anchor"), "trigger.anchor")
+        return _aware_instant(value, "trigger.anchor")
 
     def calendar(self) -> Calendar:
         """The interval schedule."""
@@ -222,9 +245,7 @@ class AtTrigger(_Model):
         Raises:
             SpecError: the wall time falls in a gap of ``zone``, or lies outside 1970-2200.
         """
-        if not EARLIEST.replace(tzinfo=None) <= self.at.replace(tzinfo=None) <= LATEST.replace(
-                tzinfo=None):
-            _instant_in_range(self.at.replace(tzinfo=UTC), "trigger.at")
+        _instant_in_range(self.at, "trigger.at")
         if self.at.tzinfo is not None:
             return self.at.astimezone(UTC), None
         zone = load_zone(self.zone)
@@ -301,7 +322,7 @@ class ConditionTrigger(_Model):
     @pydantic.field_validator("anchor")
     @classmethod
     def _anchor(cls, value: datetime) -> datetime:
-        return _instant_in_range(require_aware(value, "trigger.anchor"), "trigger.anchor")
+        return _aware_instant(value, "trigger.anchor")
 
     @pydantic.model_validator(mode="after")
     def _shape(self) -> ConditionTrigger:
@@ -363,7 +384,7 @@ class Ends(_Model):
     def _until(cls, value: datetime | None) -> datetime | None:
         if value is None:
             return None
-        return _instant_in_range(require_aware(value, "ends.until"), "ends.until")
+        return _aware_instant(value, "ends.until")
 
 
 class AgentSpec(_Model):
@@ -619,7 +640,10 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
     Raises:
         SpecError: listing every problem found (:attr:`SpecError.problems`), each
             naming its field and the fix; a missing or unknown ``version`` stops
-            before anything else is checked.
+            before anything else is checked. A value PostgreSQL could not store — a
+            NUL, a lone surrogate, NaN or Infinity, an integer of over 1000 digits,
+            in any field, key or ``agent.params`` value — is a problem of its field
+            (:func:`~triggers._storable.storable_problems`).
     """
     version = data.get("version")
     if version is None:
@@ -630,58 +654,29 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
             "version", f"{version!r} is not a spec version this watchkeeper reads.",
             f"use one of {sorted(SUPPORTED_VERSIONS)}; a newer spec needs a newer watchkeeper.",
         )
-    nul = _nul_problems(data, "")
+    unstorable = storable_problems(data, "")
     context = {_MIN_INTERVAL_KEY: min_interval, _STORED_KEY: stored}
     try:
         spec = model.model_validate(dict(data), context=context)
     except pydantic.ValidationError as exc:
-        raise _merged(nul, _translate(exc)) from exc
+        raise _merged(unstorable, _translate(exc)) from exc
     except (RecursionError, OverflowError) as exc:
-        raise SpecError("spec", f"cannot be read ({type(exc).__name__}).",
-                        "keep values within ordinary ranges and nesting shallow.") from exc
-    if nul:
-        raise SpecError.of(nul)
+        raise _merged(unstorable, [SpecProblem(
+            "spec", f"cannot be read ({type(exc).__name__}).",
+            "keep values within ordinary ranges and nesting shallow.")]) from exc
+    if unstorable:
+        raise _merged(unstorable, [])
     return spec
 
 
 def _merged(first: list[SpecProblem], then: list[SpecProblem]) -> SpecError:
-    """One error: ``first``, then those of ``then`` about another field."""
+    """One error: ``first`` and those of ``then`` about another field, in the order of
+    the spec's fields (``first`` before ``then`` within one top-level field)."""
     fields = {p.field for p in first}
-    return SpecError.of([*first, *(p for p in then if p.field not in fields)])
-
-
-def refuse_nul(value: Any, where: str, depth: int = 0) -> None:
-    """PostgreSQL text and jsonb cannot hold NUL; refuse it (and absurd nesting) up front.
-
-    Raises:
-        SpecError: naming every field that holds a NUL (or the one nested too deep).
-    """
-    problems = _nul_problems(value, where, depth)
-    if problems:
-        raise SpecError.of(problems)
-
-
-def _nul_problems(value: Any, where: str, depth: int = 0) -> list[SpecProblem]:
-    """The fields of ``value`` holding a NUL character.
-
-    Raises:
-        SpecError: nested more than 32 levels (checked first: nothing else can be read).
-    """
-    if depth > 32:
-        raise SpecError(where or "spec", "is nested more than 32 levels deep.", "flatten it.")
-    found: list[SpecProblem] = []
-    if isinstance(value, str):
-        if "\x00" in value:
-            found.append(SpecProblem(where or "spec", "contains a NUL character.", "remove it."))
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            path = f"{where}.{key}".lstrip(".")
-            found.extend(_nul_problems(str(key), path, depth + 1))
-            found.extend(_nul_problems(item, path, depth + 1))
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found.extend(_nul_problems(item, f"{where}.{index}".lstrip("."), depth + 1))
-    return list(dict.fromkeys(found))
+    merged = [*first, *(p for p in then if p.field not in fields)]
+    order = {name: index for index, name in enumerate(SpecV1.model_fields)}
+    return SpecError.of(sorted(merged, key=lambda p: order.get(p.field.split(".")[0],
+                                                               len(order))))
 
 
 def _translate(exc: pydantic.ValidationError) -> list[SpecProblem]:
@@ -804,4 +799,4 @@ def _where(loc: tuple[int | str, ...]) -> str:
                                                                   "condition"):
         del parts[1]
     parts = [p for p in parts if p not in ("Comparison", "AllOf", "AnyOf", "NotOf")]
-    return ".".join(str(p) for p in parts) or "spec"
+    return ".".join(field_part(p) for p in parts) or "spec"

@@ -18,8 +18,9 @@ How:
   *trillion*, as in air quality; parts per thousand is ``permille``) are added, exact.
   Mass concentrations parse as written (``ug/m**3``, ``µg/m³``, ``μg/m^3``);
   superscript exponents are read as ``**`` powers, so they obey :data:`MAX_POWER` too.
-* An operator adds units with :func:`define_units` (pint's definition syntax; the
-  runtime reads ``WATCHKEEPER_UNITS_FILE`` and passes its text).
+* An operator adds units with :func:`~triggers._unit_file.define_units` (pint's
+  definition syntax; the runtime reads ``WATCHKEEPER_UNITS_FILE`` and passes its text).
+* Every unit string is held to :mod:`triggers._unit_bounds` before pint evaluates it.
 * Comparing an observation with a threshold converts the threshold once into the
   observation's unit and caches that per unit pair (:func:`threshold_in`), so the hot
   path is one ``Fraction`` comparison — pint is consulted once per pair, not per
@@ -37,29 +38,12 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from ._errors import SpecError, SpecProblems
+from ._errors import SpecError
+from ._unit_bounds import MAX_DIGITS, MAX_EXPONENT, MAX_POWER, check_expression, in_range
 
-__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "Quantity", "Unit", "check_currency", "check_unit",
-           "comparable", "define_units",
-           "in_range", "parse_quantity", "quantity_of", "registry", "threshold_in"]
-
-MAX_DIGITS = 40
-"""Significant digits a value or threshold may have."""
-MAX_EXPONENT = 100
-"""Largest decimal exponent (either sign) of a value or threshold: exact conversion
-turns a number into a Fraction, and 1e999999999 would be a billion-digit integer."""
-
-
-def in_range(value: Decimal) -> bool:
-    """Whether ``value`` is finite, has at most :data:`MAX_DIGITS` significant digits and
-    lies within 1e-100 .. 1e100 in magnitude (or is zero)."""
-    if not value.is_finite():
-        return False
-    if value.is_zero():  # 0E-99999 is zero, but no database column holds it
-        return -(MAX_EXPONENT + MAX_DIGITS) <= int(value.as_tuple().exponent) <= MAX_EXPONENT
-    return (len(value.as_tuple().digits) <= MAX_DIGITS
-            and -MAX_EXPONENT <= value.adjusted() <= MAX_EXPONENT)
-
+__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "MAX_POWER", "MAX_UNIT_LENGTH", "Quantity", "Unit",
+           "check_currency", "check_unit", "comparable", "forget_cached_units", "in_range",
+           "parse_quantity", "pint_reason", "quantity_of", "registry", "threshold_in"]
 
 _QUANTITY = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*",
                        re.ASCII | re.DOTALL)
@@ -136,7 +120,7 @@ def _unit(text: str) -> Unit:
     if len(text) > 4 * MAX_UNIT_LENGTH:  # canonical names may be longer than user text
         raise ValueError(f"longer than {MAX_UNIT_LENGTH} characters")
     text = _superscripts(text)
-    _check_powers(text)
+    check_expression(text)
     unit = reg.Unit(text)
     items = list(unit._units.items())  # pint's UnitsContainer: {name: exponent}
     offset = any(not reg._units[name].is_multiplicative for name, _ in items)
@@ -167,29 +151,6 @@ def _superscripts(text: str) -> str:
     return _SUPERSCRIPT.sub(lambda m: "**" + m.group().translate(_SUPERSCRIPT_DIGITS), text)
 
 
-MAX_POWER = 6
-"""Largest exponent a unit may carry (m**3, s**-2; pint evaluates m**9**9**9 for ever)."""
-_POWER = re.compile(r"(\*\*|\^)\s*\(?\s*([-+]?[0-9.]+)")
-
-
-def _check_powers(text: str) -> None:
-    """Refuse chained or large exponents before pint evaluates them.
-
-    Raises:
-        ValueError: an exponent above :data:`MAX_POWER`, or a power of a power.
-    """
-    if re.search(r"(\*\*|\^)[^*^/]*(\*\*|\^)", text.replace(" ", "")) and \
-            re.search(r"(\*\*|\^)\s*\(?\s*[-+]?[0-9.]+\s*\)?\s*(\*\*|\^)", text):
-        raise ValueError("a power of a power")
-    for match in _POWER.finditer(text):
-        try:
-            exponent = abs(float(match.group(2)))
-        except ValueError:
-            raise ValueError(f"exponent {match.group(2)!r}") from None
-        if exponent > MAX_POWER:
-            raise ValueError(f"exponent {match.group(2)} is above {MAX_POWER}")
-    if re.search(r"[A-Za-z_]\d{2,}", text):  # pint reads m99999 as m**99999
-        raise ValueError("digits after a unit name (write m**3, not m3)")
 MAX_UNIT_LENGTH = 64
 """Characters a unit string may have (pint's parser is not linear in the length)."""
 
@@ -219,7 +180,7 @@ def check_unit(text: str, field: str = "unit") -> Unit:
         return _unit(text)
     except Exception as exc:  # pint raises several unrelated error types
         shown = text if len(text) <= 80 else text[:77] + "..."
-        raise SpecError(field, f"{shown!r} is not a unit ({_pint_reason(exc)}).",
+        raise SpecError(field, f"{shown!r} is not a unit ({pint_reason(exc)}).",
                         "use a pint unit such as 'USD/share', 'degF', 'delta_degC', 'ppb', "
                         "'ug/m**3' or 'percent' (currencies are ISO 4217 codes), or define "
                         "it in WATCHKEEPER_UNITS_FILE.") from exc
@@ -247,7 +208,9 @@ def parse_quantity(text: str, field: str = "threshold") -> Quantity:
     return Quantity(magnitude, check_unit(match.group(2), field))
 
 
-def _pint_reason(exc: Exception) -> str:
+def pint_reason(exc: Exception) -> str:
+    """The first line of a pint error, at most 160 characters (pint's messages can quote
+    a whole expression)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:160]
 
@@ -316,87 +279,9 @@ def _dimension_names(unit: Unit) -> list[str]:
     return [str(d) for d in dict(registry().Unit(unit.name).dimensionality)]
 
 
-_DEFINED: dict[str, str] = {}
-"""Definition lines already added by :func:`define_units`, by their text: loading the
-same file twice is a no-op."""
-_DIRECTIVE_FIX = "write one definition per line; @import, @group, @context and other " \
-    "directives are not read."
-
-
-def define_units(text: str, source: str = "units") -> list[str]:
-    """Add unit definitions to the shared registry (:func:`registry`).
-
-    Args:
-        text: pint's definition syntax, one definition per line (``ppq = 1e-15``,
-            ``AQI = [air_quality_index]``, ``mmHg_x = 133.322 * pascal = mmHgx``,
-            ``zeta- = 1e21``); blank lines and ``#`` comments are skipped.
-        source: what the text came from, for the error (e.g. the file's path).
-
-    Returns:
-        The names the lines define, in order (a line already added by an earlier call,
-        with the same text, is not added again; its name is returned all the same).
-
-    Every line is tried, in order (a line may use the units of the lines before it).
-    A line that pint cannot read, that redefines a unit (``ppm``, ``USD``), that refers
-    to an unknown unit, that is a directive (``@import``), or whose name a spec could
-    not use (``pm25``: digits after a name read as a power) is refused; the lines
-    before and after it are still defined.
-
-    Raises:
-        SpecError: one problem per refused line, field ``"<source>:<line number>"``.
-    """
-    reg = registry()
-    names: list[str] = []
-    found = SpecProblems()
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        with found.check():
-            names.append(_define_line(reg, line, f"{source}:{number}"))
+def forget_cached_units() -> None:
+    """Forget every cached answer about units (after new definitions, a unit that was
+    unknown may exist)."""
     _unit.cache_clear()
     threshold_in.cache_clear()
     _fold.cache_clear()
-    found.raise_if_any()
-    return names
-
-
-def _define_line(reg: Any, line: str, field: str) -> str:
-    """Define one line; return its name.
-
-    Raises:
-        SpecError: naming ``field``.
-    """
-    if line in _DEFINED:
-        return _DEFINED[line]
-    if line.startswith("@"):
-        raise SpecError(field, f"{line[:40]!r} is a directive.", _DIRECTIVE_FIX)
-    name, equals, value = (part.strip() for part in line.partition("="))
-    if not equals or not name or not value or not all(
-            part.strip() for part in value.split(";", 1)[0].split("=")):
-        raise SpecError(field, f"{line[:60]!r} is not a definition.",
-                        "write name = value, e.g. 'ppq = 1e-15' or 'AQI = [air_quality]'.")
-    unit_name = name.strip("[]").rstrip("-")
-    if not unit_name.isidentifier() or re.search(r"[^\W\d]\d{2,}", unit_name):
-        raise SpecError(field, f"{name!r} cannot name a unit in a spec.",
-                        "use letters and '_' (a number after a name reads as a power: "
-                        "write pm2_5, not pm25).")
-    if not name.startswith("[") and not name.endswith("-") and "[" not in value:
-        expression = value.split(";", 1)[0].split("=", 1)[0]
-        try:
-            reg.parse_expression(expression)
-        except Exception as exc:  # pint raises several unrelated error types
-            raise SpecError(field, f"{expression.strip()!r} cannot be read "
-                            f"({_pint_reason(exc)}).",
-                            "define a unit from numbers and units pint knows, e.g. "
-                            "'ppq = 1e-15' or 'grain_x = 64.79891 * milligram'.") from exc
-    try:
-        reg.define(line)
-    except Exception as exc:  # pint raises several unrelated error types
-        problem = "redefines a unit that exists" if "redefine" in str(exc).lower() \
-            else f"cannot be read ({_pint_reason(exc)})"
-        raise SpecError(field, f"{line[:60]!r} {problem}.",
-                        "pick a new name, in pint's definition syntax (name = value "
-                        "[= symbol] [= alias]).") from exc
-    _DEFINED[line] = name
-    return name

@@ -259,13 +259,18 @@ def require_aware(value: datetime, field: str) -> datetime:
     """Return ``value`` converted to UTC.
 
     Raises:
-        SpecError: ``value`` is naive (this project never guesses a zone).
+        SpecError: ``value`` is naive (this project never guesses a zone), or lies so near
+            year 1 or 9999 that it has no UTC equivalent (``9999-12-31T23:00-02:00``).
     """
     if value.tzinfo is None or value.utcoffset() is None:
         raise SpecError(
             field, f"{value.isoformat()} has no UTC offset.", "write it with 'Z' or an offset."
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise SpecError(field, f"{value.isoformat()} is outside the range of dates in UTC.",
+                        "give an instant between years 1 and 9999 in UTC.") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -42,8 +42,9 @@ __all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "StoreError", "check_schema
 log = logging.getLogger("watchkeeper.store")
 
 DEFAULT_SCHEMA = "watchkeeper"
-_HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
-_PLAIN_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+# matched whole (fullmatch): "$" would also match before a final newline
+_HEADER = re.compile(r"--\s*name:\s*([a-z_][a-z0-9_]*)\s*")
+_PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 _IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are silently truncated
 
 
@@ -63,7 +64,7 @@ def check_schema(name: str) -> str:
         ConfigError: naming the value and the fix.
     """
     fix = "Fix: set WATCHKEEPER_SCHEMA to a plain identifier of your own, e.g. watchkeeper."
-    if not _PLAIN_IDENTIFIER.match(name) or len(name.encode()) > _IDENTIFIER_BYTES:
+    if not _PLAIN_IDENTIFIER.fullmatch(name) or len(name.encode()) > _IDENTIFIER_BYTES:
         raise ConfigError(
             f"schema {name!r} is not a plain identifier (lowercase letters, digits and _, "
             f"not starting with a digit, at most {_IDENTIFIER_BYTES} characters). {fix}")
@@ -140,7 +141,7 @@ def load_queries(text: str | None = None) -> dict[str, str]:
     queries: dict[str, list[str]] = {}
     current: str | None = None
     for line in text.splitlines():
-        match = _HEADER.match(line)
+        match = _HEADER.fullmatch(line)
         if match:
             current = match.group(1)
             if current in queries:
@@ -175,7 +176,7 @@ def migrations() -> list[Migration]:
     folder = resources.files("watchkeeper.runtime.store").joinpath("sql/migrations")
     found = []
     for entry in folder.iterdir():
-        match = re.match(r"^(\d{4})_([a-z0-9_]+)\.sql$", entry.name)
+        match = re.fullmatch(r"([0-9]{4})_([a-z0-9_]+)\.sql", entry.name)
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     return sorted(found, key=lambda m: m.version)

@@ -116,7 +116,7 @@ class NewKey:
     token: str
 
 
-_TOKEN = re.compile(r"^wk_(agent|app|operator|tick)_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
+_TOKEN = re.compile(r"wk_(agent|app|operator|tick)_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")  # fullmatch
 _DUMMY = hashlib.sha256(b"watchkeeper: no such key").digest()
 
 
@@ -187,7 +187,7 @@ async def authenticate_bearer(db: Database, clock: Clock, token: str | None, *,
     """
     if not token:
         raise AuthError("no credential: send Authorization: Bearer <key or user token>")
-    match = _TOKEN.match(token)
+    match = _TOKEN.fullmatch(token)
     if match is None:
         if on_behalf_of is not None:
             raise AuthError("On-Behalf-Of is accepted with an app key only")

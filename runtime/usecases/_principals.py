@@ -13,7 +13,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from watchkeeper.triggers import SpecError, SpecProblems, check_identifier, check_zone
+from watchkeeper.triggers import (
+    SpecError,
+    SpecProblems,
+    check_identifier,
+    check_zone,
+    refuse_unstorable,
+)
 
 from .._errors import AuthError, Conflict, NotFound
 from ..engine._clock import Clock
@@ -75,7 +81,8 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
         SpecError: every invalid field at once: an invalid id; a zone that
             :func:`~watchkeeper.triggers.check_zone` refuses (not a place: ``CET``,
             ``Etc/GMT+5``); tenant ids may not start with ``_`` (except a replay's own
-            ``_replay-`` tenant, with ``replay``).
+            ``_replay-`` tenant, with ``replay``); a display name PostgreSQL cannot
+            store (a NUL, a lone surrogate from a byte that is not UTF-8).
         Conflict: the user exists and ``rotate`` is false.
         NotFound: ``rotate`` for a user that does not exist.
     """
@@ -86,6 +93,8 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
         check_identifier(user_id, "user_id")
     with found.check():
         check_zone(zone, "zone")
+    with found.check():
+        refuse_unstorable(display_name, "display_name")
     found.raise_if_any()
     token = "wk_" + secrets.token_urlsafe(32)
     now = clock.now()
