@@ -12,6 +12,7 @@ Errors::
     └── NonAdvancingScheduleError
 """
 
+from ._bindings import IDENTIFIER_PATTERN as IDENTIFIER_PATTERN
 from ._bindings import OPERATOR_TENANT as OPERATOR_TENANT
 from ._bindings import RESERVED_PARAM_KEYS as RESERVED_PARAM_KEYS
 from ._bindings import USER_BINDING_ID as USER_BINDING_ID
@@ -80,6 +81,7 @@ from ._slots import cron_slot_key as cron_slot_key
 from ._slots import format_utc as format_utc
 from ._slots import utc_slot_key as utc_slot_key
 from ._spec import DEFAULT_MIN_INTERVAL as DEFAULT_MIN_INTERVAL
+from ._spec import ENDPOINT_NAME_PATTERN as ENDPOINT_NAME_PATTERN
 from ._spec import AgentSpec as AgentSpec
 from ._spec import AtTrigger as AtTrigger
 from ._spec import ConditionTrigger as ConditionTrigger
@@ -117,7 +119,8 @@ from ._zones import require_aware as require_aware
 from ._zones import tzdata_version as tzdata_version
 
 __all__ = [
-    "OPERATOR_TENANT", "RESERVED_PARAM_KEYS", "USER_BINDING_ID", "Binding", "BindingSetError",
+    "IDENTIFIER_PATTERN", "ENDPOINT_NAME_PATTERN", "OPERATOR_TENANT", "RESERVED_PARAM_KEYS",
+    "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
     "IntervalSchedule", "SlotRange", "due_window", "CronExpression", "CronSchedule", "DstGap", "ActiveTask",
     "BudgetState", "Decision", "AdmissionVerdict", "decide_admission", "EventKind",

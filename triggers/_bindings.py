@@ -22,6 +22,7 @@ from ._spec import Delivery
 from ._storable import refuse_unstorable
 
 __all__ = [
+    "IDENTIFIER_PATTERN",
     "Binding",
     "BindingSetError",
     "OPERATOR_TENANT",
@@ -43,6 +44,8 @@ RESERVED_PARAM_KEYS = frozenset({"schedule", "trigger"})
 condition the verdict and the observations that made it fire."""
 
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+IDENTIFIER_PATTERN = f"^{_IDENT.pattern}$"
+"""The rule of :func:`check_identifier` as a JSON Schema ``pattern`` (for doors' schemas)."""
 """Matched whole (``fullmatch``): ``$`` would also match before a final newline."""
 
 

@@ -45,6 +45,7 @@ from ._storable import field_part, storable_problems
 from ._zones import WallKind, check_zone, classify_wall, load_zone, require_aware
 
 __all__ = [
+    "ENDPOINT_NAME_PATTERN",
     "AgentSpec",
     "AtTrigger",
     "ConditionTrigger",
@@ -440,6 +441,8 @@ def inside_path(value: str, field: str) -> str:
 
 
 _ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+ENDPOINT_NAME_PATTERN = f"^{_ENDPOINT_NAME.pattern}$"
+"""The rule of :func:`check_endpoint_name` as a JSON Schema ``pattern``."""
 
 
 def check_endpoint_name(value: str, field: str) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from watchkeeper.runtime import usecases as uc
+from watchkeeper.triggers import IDENTIFIER_PATTERN
 
 from ._deps import Authenticated, Svc
 from ._problems import PROBLEM_RESPONSES
@@ -18,7 +19,9 @@ router = APIRouter(prefix="/v1", tags=["operator"], responses=PROBLEM_RESPONSES)
 
 
 class UserIn(BaseModel):
-    user_id: str = Field(min_length=1, max_length=128)
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = Field(pattern=IDENTIFIER_PATTERN, max_length=128)
     zone: str = Field("UTC", max_length=64, description="The user's IANA zone.")
     display_name: str = Field("", max_length=200)
 
@@ -41,8 +44,10 @@ class TokenOut(BaseModel):
 
 
 class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     kind: Literal["agent", "app", "operator"]
-    name: str = Field(min_length=1, max_length=64)
+    name: str = Field(pattern=IDENTIFIER_PATTERN, max_length=128)
 
 
 class KeyOut(BaseModel):
@@ -92,7 +97,7 @@ async def add_user(svc: Svc, principal: Authenticated, body: UserIn) -> dict[str
 
 @router.post("/users/{user_id}/token", response_model=TokenOut, summary="Issue a new token")
 async def rotate_token(svc: Svc, principal: Authenticated,
-                       user_id: Annotated[str, Path(min_length=1, max_length=128)]
+                       user_id: Annotated[str, Path(pattern=IDENTIFIER_PATTERN, max_length=128)]
                        ) -> dict[str, Any]:
     """Replace a user's token (the old one stops working at once)."""
     tenant = _tenant(principal)

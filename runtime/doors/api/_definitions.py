@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 
 from watchkeeper.runtime import usecases as uc
+from watchkeeper.triggers import IDENTIFIER_PATTERN
 
 from ._deps import Authenticated, Svc, decode_cursor, encode_cursor
 from ._models import (
@@ -38,7 +39,7 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/definitions", tags=["definitions"], responses=PROBLEM_RESPONSES)
 
-DefinitionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
+DefinitionId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, max_length=128,
                                    description="The definition's id in the caller's tenant.")]
 
 

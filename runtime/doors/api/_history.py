@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -20,8 +20,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
 
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
-HISTORY_STATUS = Annotated[str | None, Query(description="A decision or a task status.",
-                                             max_length=64)]
+HistoryStatus = Literal[tuple(sorted(uc.HISTORY_STATUSES))]  # type: ignore[valid-type]
+HISTORY_STATUS = Annotated[HistoryStatus | None, Query(description="A decision or a task status.")]
 
 
 @router.post("/previews", response_model=PreviewOut, tags=["definitions"],

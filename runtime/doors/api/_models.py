@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from watchkeeper.triggers import ENDPOINT_NAME_PATTERN, IDENTIFIER_PATTERN
+
 __all__ = [
     "CancelIn", "ConfirmIn", "ConfirmationOut", "DefinitionList", "DefinitionOut",
     "DefinitionSummary", "DeliveryList", "DeliveryOut", "EndpointIn", "EndpointList",
@@ -27,6 +29,17 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore", from_attributes=True)
 
 
+class _In(BaseModel):
+    """A request body: unknown fields are refused (``additionalProperties: false``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+_WALL = r"([01]?[0-9]|2[0-3]):[0-5][0-9]"
+Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=128)]
+"""A tenant, user, definition or binding id."""
+
+
 class PreviewItemOut(_Out):
     """One occurrence (for a condition: one poll)."""
 
@@ -38,7 +51,7 @@ class PreviewItemOut(_Out):
     runs: bool = Field(description="False for a slot that is recorded but does not run.")
 
 
-class PreviewIn(BaseModel):
+class PreviewIn(_In):
     """A stateless preview of a spec's next occurrences."""
 
     spec: SpecJson
@@ -51,11 +64,11 @@ class PreviewOut(_Out):
     next: list[PreviewItemOut]
 
 
-class ProposeIn(BaseModel):
+class ProposeIn(_In):
     """A proposed revision of definition ``{definition_id}``."""
 
     spec: SpecJson
-    owner: str | None = Field(None, description="The owner user (required for an agent or an "
+    owner: Identifier | None = Field(None, description="The owner user (required for an agent or an "
                                                 "operator key; a user proposes for themselves).")
     based_on: int | None = Field(None, ge=1, le=2**31 - 1,
                                  description="The latest revision this edit starts from "
@@ -86,7 +99,7 @@ class ProposalOut(_Out):
     confirm: ConfirmHint | None
 
 
-class ConfirmIn(BaseModel):
+class ConfirmIn(_In):
     spec_hash: str = Field(min_length=1, max_length=128,
                            description="The spec_hash the owner was shown.")
 
@@ -99,7 +112,7 @@ class ConfirmationOut(_Out):
     next_due_at: datetime | None
 
 
-class NoteIn(BaseModel):
+class NoteIn(_In):
     note: str = Field("", max_length=1000, description="Why (kept with the audit trail).")
 
 
@@ -113,8 +126,9 @@ class FenceOut(_Out):
     fence: int
 
 
-class TriggerIn(BaseModel):
-    binding: str | None = Field(None, description="TENANT/BINDING of a registered definition.")
+class TriggerIn(_In):
+    binding: str | None = Field(None, max_length=257, pattern=r"^[^/]+/[^/]+$",
+                                description="TENANT/BINDING of a registered definition.")
 
 
 class TriggerDecision(_Out):
@@ -129,7 +143,7 @@ class TriggerOut(_Out):
     recovered: bool
 
 
-class ReviewIn(BaseModel):
+class ReviewIn(_In):
     slot: str = Field(min_length=1, max_length=200)
     decision: Literal["approve", "skip"]
     binding: str | None = Field(None, description="TENANT/BINDING of a registered definition.")
@@ -289,9 +303,9 @@ class DeliveryList(_Out):
     items: list[DeliveryOut]
 
 
-class EndpointIn(BaseModel):
-    name: str = Field(min_length=1, max_length=64)
-    url: str = Field(min_length=1, max_length=2000)
+class EndpointIn(_In):
+    name: str = Field(pattern=ENDPOINT_NAME_PATTERN, description="The name specs deliver to.")
+    url: str = Field(min_length=1, max_length=2000, description="An http(s) URL.")
 
 
 class EndpointOut(_Out):
@@ -306,7 +320,7 @@ class EndpointList(_Out):
     items: list[EndpointOut]
 
 
-class RotateIn(BaseModel):
+class RotateIn(_In):
     overlap_hours: float = Field(24.0, ge=0, le=720,
                                  description="Hours the old secrets keep signing.")
 
@@ -317,11 +331,12 @@ class SecretOut(_Out):
     secret: str = Field(description="The signing secret (whsec_...), shown this once.")
 
 
-class PreferencesIn(BaseModel):
-    channels: list[str] | None = Field(None, description="Enabled channels; null: all; "
-                                                         "[]: none.")
+class PreferencesIn(_In):
+    channels: list[Literal["log", "file", "webhook"]] | None = Field(
+        None, description="Enabled channels; null: all; []: none.")
     min_importance: Literal["low", "normal", "high"] = "low"
-    quiet: str | None = Field(None, description="Quiet hours HH:MM-HH:MM in the user's zone.")
+    quiet: str | None = Field(None, pattern=f"^{_WALL}-{_WALL}$",
+                              description="Quiet hours HH:MM-HH:MM in the user's zone.")
 
 
 class PreferencesOut(_Out):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 
 from watchkeeper.runtime import usecases as uc
+from watchkeeper.triggers import ENDPOINT_NAME_PATTERN, IDENTIFIER_PATTERN
 
 from ._deps import Authenticated, Svc
 from ._models import (
@@ -27,8 +28,9 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
 
-Name = Annotated[str, Path(min_length=1, max_length=64)]
-UserId = Annotated[str, Path(min_length=1, max_length=128)]
+Name = Annotated[str, Path(pattern=ENDPOINT_NAME_PATTERN)]
+DeliveryStatus = Literal[uc.DELIVERY_STATUSES]  # type: ignore[valid-type]
+UserId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, max_length=128)]
 
 
 def _operator(principal: uc.Principal) -> str:
@@ -40,7 +42,7 @@ def _operator(principal: uc.Principal) -> str:
 
 @router.get("/deliveries", response_model=DeliveryList, tags=["outbox"], summary="Deliveries")
 async def deliveries(svc: Svc, principal: Authenticated,
-                     status: Annotated[str | None, Query(max_length=32)] = None,
+                     status: Annotated[DeliveryStatus | None, Query()] = None,
                      task: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
                      limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
     """The tenant's notices, newest first (operator)."""

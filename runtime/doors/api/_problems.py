@@ -22,6 +22,7 @@ about a field).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -78,10 +79,15 @@ _MAP: tuple[tuple[type[BaseException], int, str, str], ...] = (
     (WatchkeeperError, 500, "internal", "Internal error"),
 )
 
+_STATUS_TITLES = {400: "The request cannot be read (not JSON, or not the documented media "
+                        "type)", 401: "Authentication is required",
+                  403: "This principal may not do this", 404: "Not found",
+                  409: "Conflicts with the current state", 422: "The input is not valid",
+                  503: "The database is unreachable, or the deployment is misconfigured"}
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "description": title,
+    status: {"description": title,
              "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
-    for _, status, _, title in _MAP if status in (401, 404, 422, 503)
+    for status, title in _STATUS_TITLES.items()
 }
 """The problem responses every route may give (merged into each route's OpenAPI)."""
 
@@ -118,12 +124,30 @@ def _validation(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _http(request: Request, exc: Exception) -> JSONResponse:
-    """Starlette's own errors (an unknown route: 404, a wrong method: 405) as problems."""
+    """Starlette's own errors (an unknown route: 404, a wrong method: 405 with every
+    method the path has in ``Allow``, a body that is not JSON: 400) as problems."""
     assert isinstance(exc, HTTPException)
     body = Problem(type=TYPE_BASE + ("not-found" if exc.status_code == 404 else "http"),
                    title=str(exc.detail), status=exc.status_code, instance=request.url.path)
-    return JSONResponse(body.model_dump(), status_code=exc.status_code,
-                        headers=getattr(exc, "headers", None), media_type=PROBLEM_JSON)
+    headers = dict(getattr(exc, "headers", None) or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(sorted(_methods_of(request))) or "GET"
+    return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=headers,
+                        media_type=PROBLEM_JSON)
+
+
+def _methods_of(request: Request) -> set[str]:
+    """Every method the OpenAPI document gives the request's path (a path served by
+    several routes, one per method, lists them all)."""
+    table = getattr(request.app.state, "allowed_methods", None)
+    if table is None:
+        table = []
+        for template, operations in request.app.openapi()["paths"].items():
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            table.append((re.compile(pattern), {m.upper() for m in operations}))
+        request.app.state.allowed_methods = table
+    path = request.url.path
+    return set().union(*(methods for regex, methods in table if regex.fullmatch(path)))
 
 
 def install(app: FastAPI) -> None:
