@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.triggers import SpecError, format_utc
+from watchkeeper.triggers import OPERATOR_TENANT, SpecError, format_utc
 
 from .._errors import NotFound
 from ..store._db import Database
@@ -113,8 +113,19 @@ async def history(db: Database, query: HistoryQuery) -> HistoryPage:
                         "page with the returned position instead.")
     await require_definition(db, query.tenant_id, query.definition_id)
     after = query.after or (None, None, None, None, None)
-    rows = await db.fetch("history_page", query.tenant_id, query.definition_id, query.user_id,
-                          query.status, query.since, query.until, *after, query.limit, None)
+    async with db.transaction() as tx:
+        await tx.execute("plan_for_these_values")
+        if query.tenant_id in (None, OPERATOR_TENANT):
+            rows = await tx.fetch("history_page", query.tenant_id, query.definition_id,
+                                  query.user_id, query.status, query.since, query.until,
+                                  *after, query.limit)
+        else:
+            owned = None if query.user_id is None else [
+                r["definition_id"] for r in await tx.fetch(
+                    "definitions_of_owner", query.tenant_id, query.user_id)]
+            rows = await tx.fetch("history_page_tenant", query.tenant_id, query.definition_id,
+                                  owned, query.status, query.since, query.until, *after,
+                                  query.limit, query.user_id)
     entries = [HistoryEntry(dict(r)) for r in rows]
     events = await db.fetch("events_page", query.tenant_id, query.definition_id, None, None,
                             max(query.limit, 50))
@@ -195,11 +206,10 @@ async def task_entry(db: Database, tenant_id: str, task_id: int) -> HistoryEntry
     Raises:
         NotFound: no such task in ``tenant_id``.
     """
-    rows = await db.fetch("history_page", tenant_id, None, None, None, None, None, None, None,
-                          None, None, None, 1, task_id)
-    if not rows:
+    row = await db.fetchrow("history_task", tenant_id, task_id)
+    if row is None:
         raise NotFound(f"no task {tenant_id}/{task_id}")
-    return HistoryEntry(dict(rows[0]))
+    return HistoryEntry(dict(row))
 
 
 async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:

@@ -788,51 +788,46 @@ FROM supervisors ORDER BY heartbeat_at DESC;
 
 -- name: history_page
 -- One entry per occurrence with its task, runs, report and deliveries (the six facts),
--- newest first, keyset-paginated on (scheduled_for, tenant_id, binding_id, slot, kind).
-SELECT o.tenant_id, o.definition_tenant_id, o.definition_id, o.binding_id, o.slot, o.kind,
-       o.revision, o.scheduled_for, o.not_before, o.expires_at, o.zone, o.local_wall, o.fold,
-       o.tzdata_version, o.decision, o.reason, o.late, o.lateness_seconds, o.decided_at,
-       o.decided_by, o.run_status, o.run_error,
-       coalesce(t.owner_user_id, d.owner_user_id) AS owner_user_id,
-       t.task_id, t.status AS task_status, t.status_reason, t.attempts, t.started_at,
-       t.finished_at, t.idempotency_key,
-       r.content_sha256, r.verified, r.verification, r.committed_at, r.output_ref, r.importance,
-       -- nested instants as ISO 8601 UTC ending in Z, like the top-level ones
-       (SELECT json_agg(json_build_object(
-                 'attempt', u.attempt, 'outcome', u.outcome, 'worker', u.worker,
-                 'lease_token', u.lease_token,
-                 'started_at', to_char(u.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                 'finished_at', to_char(u.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                 'error', u.error) ORDER BY u.run_id)
-          FROM runs u WHERE u.tenant_id = t.tenant_id AND u.task_id = t.task_id) AS runs,
-       (SELECT json_agg(json_build_object(
-                 'delivery_id', x.delivery_id, 'channel', x.channel,
-                 'destination', x.destination, 'status', x.status, 'attempts', x.attempts,
-                 'redeliveries', x.redeliveries,
-                 'delivered_at', to_char(x.delivered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                 'last_error', x.last_error)
-                 ORDER BY x.channel, x.destination)
-          FROM deliveries x WHERE x.tenant_id = t.tenant_id AND x.task_id = t.task_id)
-         AS deliveries
-FROM occurrences o
-JOIN definitions d
-  ON d.tenant_id = o.definition_tenant_id AND d.definition_id = o.definition_id
-LEFT JOIN tasks t
-  ON t.tenant_id = o.tenant_id AND t.definition_id = o.definition_id
- AND t.binding_id = o.binding_id AND t.slot = o.slot AND t.kind = o.kind
-LEFT JOIN reports r ON r.tenant_id = t.tenant_id AND r.task_id = t.task_id
-WHERE ($1::text IS NULL OR o.tenant_id = $1 OR o.definition_tenant_id = $1)
-  AND ($2::text IS NULL OR o.definition_id = $2)
-  AND ($3::text IS NULL OR coalesce(t.owner_user_id, d.owner_user_id) = $3)
-  AND ($4::text IS NULL OR o.decision = $4 OR t.status = $4)
-  AND ($5::timestamptz IS NULL OR o.scheduled_for >= $5)
-  AND ($6::timestamptz IS NULL OR o.scheduled_for < $6)
+-- newest first, keyset-paginated on (scheduled_for, tenant_id, binding_id, slot, kind);
+-- $1: a tenant (its own rows, or for '_operator' the rows of its definitions) or NULL.
+SELECT h.* FROM history_rows h
+WHERE ($1::text IS NULL OR h.tenant_id = $1 OR h.definition_tenant_id = $1)
+  AND ($2::text IS NULL OR h.definition_id = $2)
+  AND ($3::text IS NULL OR h.owner_user_id = $3)
+  AND ($4::text IS NULL OR h.decision = $4 OR h.task_status = $4)
+  AND ($5::timestamptz IS NULL OR h.scheduled_for >= $5)
+  AND ($6::timestamptz IS NULL OR h.scheduled_for < $6)
   AND ($7::timestamptz IS NULL
-       OR (o.scheduled_for, o.tenant_id, o.binding_id, o.slot, o.kind)
+       OR (h.scheduled_for, h.tenant_id, h.binding_id, h.slot, h.kind)
           < ($7, $8::text, $9::text, $10::text, $11::text))
-  AND ($13::bigint IS NULL OR (t.task_id = $13 AND o.tenant_id = $1))
-ORDER BY o.scheduled_for DESC, o.tenant_id DESC, o.binding_id DESC, o.slot DESC, o.kind DESC
+ORDER BY h.scheduled_for DESC, h.tenant_id DESC, h.binding_id DESC, h.slot DESC, h.kind DESC
 LIMIT $12;
+
+-- name: history_page_tenant
+-- history_page for one tenant's own rows ($1, never '_operator'): the index on
+-- (tenant_id, scheduled_for, binding_id, slot, kind) walks it backwards from the
+-- cursor, so a page costs the same at any depth. Parameters as history_page but $3 and
+-- $13 (below); a cursor of another tenant ($8) yields nothing.
+SELECT h.* FROM history_rows h
+WHERE h.tenant_id = $1
+  AND ($2::text IS NULL OR h.definition_id = $2)
+  -- one user's: $3 their definitions' ids (NULL: every definition), $13 the user, for the
+  -- operator bindings they own. Filtering on the ids lets the planner estimate from the
+  -- occurrences' own statistics (an owner column of the definitions would not).
+  AND ($3::text[] IS NULL OR h.definition_id = ANY($3)
+       OR (h.origin = 'operator' AND h.task_owner = $13))
+  AND ($4::text IS NULL OR h.decision = $4 OR h.task_status = $4)
+  AND ($5::timestamptz IS NULL OR h.scheduled_for >= $5)
+  AND ($6::timestamptz IS NULL OR h.scheduled_for < $6)
+  AND ($7::timestamptz IS NULL
+       OR ((h.scheduled_for, h.binding_id, h.slot, h.kind) < ($7, $9::text, $10::text, $11::text)
+           AND $8::text = $1))
+ORDER BY h.scheduled_for DESC, h.binding_id DESC, h.slot DESC, h.kind DESC
+LIMIT $12;
+
+-- name: history_task
+-- One task of tenant $1 ($2) with its six facts.
+SELECT h.* FROM history_rows h WHERE h.tenant_id = $1 AND h.task_id = $2;
 
 -- name: events_page
 SELECT tenant_id, definition_id, binding_id, revision, kind, first_slot, last_slot, first_at,
@@ -1150,3 +1145,12 @@ SELECT pg_advisory_unlock(hashtextextended('watchkeeper replay ' || $1, 0));
 
 -- name: replay_try_lock
 SELECT pg_try_advisory_lock(hashtextextended('watchkeeper replay ' || $1, 0));
+
+-- name: plan_for_these_values
+-- Inside a transaction: plan the next statements for the values they get, never with a
+-- generic plan cached from other values (a history page's best plan depends on whether
+-- a cursor, an owner or a definition is given; a generic one sorts the whole tenant).
+SET LOCAL plan_cache_mode = force_custom_plan;
+
+-- name: definitions_of_owner
+SELECT definition_id FROM definitions WHERE tenant_id = $1 AND owner_user_id = $2;
