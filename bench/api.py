@@ -52,11 +52,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from watchkeeper.runtime.doors.api._deps import encode_cursor  # noqa: E402
 from watchkeeper.runtime.engine._clock import SystemClock  # noqa: E402
 from watchkeeper.runtime.store._db import Database, server_settings  # noqa: E402
 from watchkeeper.runtime.store._embedded import embedded_postgres  # noqa: E402
-from watchkeeper.runtime.usecases import add_user, create_key  # noqa: E402
+from watchkeeper.runtime.usecases import (  # noqa: E402
+    add_user,
+    create_key,
+    encode_cursor,  # noqa: E402
+)
 
 CLIENTS = 50
 SPEC = {"version": 1, "trigger": {"type": "cron", "expr": "0 20 * * 3", "zone": "Europe/Paris"},

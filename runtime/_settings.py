@@ -9,6 +9,8 @@ variable                        meaning                                  default
 ``WATCHKEEPER_SCHEMA``          the PostgreSQL schema of every table     watchkeeper
                                 watchkeeper creates (never ``public``)
 ``WATCHKEEPER_TOKEN``           a user's API token (confirm, pause, ...) unset
+``WATCHKEEPER_AGENT_KEY``       the agent key ``watchkeeper mcp`` acts   unset
+                                as (``wk_agent_...``)
 ``WATCHKEEPER_MIN_INTERVAL``    minimum interval resolution, seconds     60
 ``WATCHKEEPER_CLOCK_SKEW_BUDGET`` max offset to PostgreSQL's clock, s    2
 ``WATCHKEEPER_LEASE_SECONDS``   task lease length, seconds               60
@@ -53,6 +55,7 @@ class Settings(BaseSettings):
     # variable: a bare "schema" would pick up an unrelated SCHEMA).
     schema_: str = Field(default=DEFAULT_SCHEMA, validation_alias="WATCHKEEPER_SCHEMA")
     token: str | None = None
+    agent_key: str | None = None
     min_interval: float = Field(default=60.0, gt=0)
     clock_skew_budget: float = Field(default=2.0, gt=0)
     lease_seconds: float = Field(default=60.0, gt=0)

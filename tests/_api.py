@@ -53,12 +53,14 @@ class Api:
 
 
 @contextlib.asynccontextmanager
-async def serving(db: Database, clock: Clock, home: Path, **services: Any) -> AsyncIterator[Api]:
-    """Serve the API over ``db`` on a free loopback port for the block's duration."""
+async def serving(db: Database, clock: Clock, home: Path, *, mcp: bool = False,
+                  **services: Any) -> AsyncIterator[Api]:
+    """Serve the API over ``db`` on a free loopback port for the block's duration (with
+    ``mcp``, the MCP tools at ``/mcp`` too, and the app's lifespan running them)."""
     settings = Settings(home=home, min_interval=60)
-    app = create_app(Services(db, clock, settings, **services))
+    app = create_app(Services(db, clock, settings, **services), mcp=mcp)
     server = QuietServer(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                        lifespan="off", access_log=False))
+                                        lifespan="on" if mcp else "off", access_log=False))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(10):

@@ -24,6 +24,8 @@ from ._access import authorize as authorize
 from ._access import principal_kind as principal_kind
 from ._access import reading_scope as reading_scope
 from ._access import visible_tenant as visible_tenant
+from ._cursors import decode_cursor as decode_cursor
+from ._cursors import encode_cursor as encode_cursor
 from ._definition_views import DefinitionView as DefinitionView
 from ._definition_views import list_definitions as list_definitions
 from ._definition_views import show_definition as show_definition
@@ -117,12 +119,13 @@ from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
     "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
-    "DefinitionView", "list_definitions", "show_definition", "stored_spec", "cancel",
-    "confirm", "Confirmation", "pause", "Proposal", "propose", "resume", "list_deliveries",
-    "redeliver", "history", "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent",
-    "HistoryPage", "HistoryQuery", "next_step", "report", "shorten", "task_entry",
-    "AgentPrincipal", "ApiKey", "authenticate_bearer", "create_key", "KeyKind", "list_keys",
-    "NewKey", "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
+    "decode_cursor", "encode_cursor", "DefinitionView", "list_definitions",
+    "show_definition", "stored_spec", "cancel", "confirm", "Confirmation", "pause",
+    "Proposal", "propose", "resume", "list_deliveries", "redeliver", "history",
+    "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
+    "next_step", "report", "shorten", "task_entry", "AgentPrincipal", "ApiKey",
+    "authenticate_bearer", "create_key", "KeyKind", "list_keys", "NewKey",
+    "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
     "trigger_now", "TriggerResult", "database_server", "supervisor_config", "tick_once",
     "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
     "get_preferences", "parse_channels", "parse_importance", "parse_quiet",

@@ -71,6 +71,20 @@ class ProposalView:
                 "notes": self.spec.notes, "summary": self.summary,
                 "effective": self.spec.effective(), "next": [i.to_json() for i in self.next]}
 
+    def confirm_at(self) -> dict[str, Any] | None:
+        """Where the owner confirms this revision, for a door to show: the HTTP API's
+        route (``method``, ``path``, ``body`` with the ``spec_hash``) and the CLI
+        command (``cli``, with a placeholder for the owner's token); ``None`` when the
+        revision needs no confirmation (a descriptive edit, effective at once)."""
+        p = self.proposal
+        if not p.needs_confirmation:
+            return None
+        return {"method": "POST",
+                "path": f"/v1/definitions/{p.definition_id}/revisions/{p.revision}/confirm",
+                "body": {"spec_hash": p.spec_hash},
+                "cli": f"watchkeeper confirm {p.definition_id} --revision {p.revision} "
+                       f"--spec-hash {p.spec_hash} --token <owner's token>"}
+
 
 def _seconds(value: timedelta) -> str:
     seconds = value.total_seconds()

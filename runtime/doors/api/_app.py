@@ -1,5 +1,6 @@
-"""The HTTP API's app factory: routers, problem details, and the OpenAPI document
-(3.1, with the spec model as ``#/components/schemas/Spec``)."""
+"""The HTTP API's app factory: routers, problem details, the OpenAPI document (3.1,
+with the spec model as ``#/components/schemas/Spec``), and optionally the MCP tools'
+streamable HTTP transport at ``/mcp`` (:mod:`watchkeeper.runtime.doors.mcp`)."""
 
 from __future__ import annotations
 
@@ -32,11 +33,20 @@ listed in `errors`.
 
 
 def create_app(services: Services, *, supervisor: Supervisor | None = None,
-               title: str = "watchkeeper") -> FastAPI:
+               title: str = "watchkeeper", mcp: bool = False) -> FastAPI:
     """The API over ``services`` (the caller owns the database's lifetime); with
-    ``supervisor``, ``/metrics`` includes its counters."""
+    ``supervisor``, ``/metrics`` includes its counters; with ``mcp``, the MCP tools answer
+    at ``/mcp`` (Bearer agent key) and the app's lifespan runs their session manager, so
+    the server must run the lifespan (uvicorn's ``lifespan="on"``)."""
+    door = None
+    if mcp:
+        from watchkeeper.runtime.doors.mcp import http_door  # the SDK only when asked
+        door = http_door(services.db, services.clock, services.settings)
     app = FastAPI(title=title, version="1", description=DESCRIPTION,
+                  lifespan=door.lifespan if door else None,
                   docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+    if door:
+        app.add_route(door.path, door.app, include_in_schema=False)  # type: ignore[arg-type]
     app.state.services = services
     app.state.supervisor = supervisor
     install(app)

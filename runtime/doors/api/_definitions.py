@@ -16,7 +16,7 @@ from fastapi import APIRouter, Path, Query, Response
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import IDENTIFIER_PATTERN
 
-from ._deps import Authenticated, Svc, decode_cursor, encode_cursor
+from ._deps import Authenticated, Svc
 from ._models import (
     CancelIn,
     ConfirmationOut,
@@ -66,11 +66,11 @@ async def list_definitions(svc: Svc, principal: Authenticated,
     """The caller's definitions (a user's own; an agent's or operator's whole tenant), by
     id, with status, revisions, fence and next due time; keyset-paged."""
     tenant, owner = uc.reading_scope(principal)
-    after = decode_cursor(cursor, 2)
+    after = uc.decode_cursor(cursor, 2)
     rows = await uc.list_definitions(svc.db, tenant, owner_user_id=owner, limit=limit,
                                      after=after)  # type: ignore[arg-type]
     last = rows[-1] if len(rows) == limit else None
-    return {"items": rows, "next_cursor": encode_cursor(
+    return {"items": rows, "next_cursor": uc.encode_cursor(
         (last["tenant_id"], last["definition_id"]) if last else None)}
 
 
@@ -103,15 +103,8 @@ async def propose(svc: Svc, principal: Authenticated, definition_id: DefinitionI
                                  spec=body.spec, owner_user_id=body.owner,
                                  based_on=body.based_on,
                                  min_interval=svc.settings.min_interval_delta)
-    out = view.to_json()
-    p = view.proposal
-    path = f"/v1/definitions/{definition_id}/revisions/{p.revision}/confirm"
     response.headers["Location"] = f"/v1/definitions/{definition_id}"
-    out["confirm"] = None if not p.needs_confirmation else {
-        "method": "POST", "path": path, "body": {"spec_hash": p.spec_hash},
-        "cli": f"watchkeeper confirm {definition_id} --revision {p.revision} "
-               f"--spec-hash {p.spec_hash} --token <owner's token>"}
-    return out
+    return {**view.to_json(), "confirm": view.confirm_at()}
 
 
 @router.post("/{definition_id}/revisions/{revision}/confirm", response_model=ConfirmationOut,
@@ -202,11 +195,11 @@ async def polls(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
     or a cursor; ``changes`` keeps polls whose verdict changed or that did something
     (filtered before the limit)."""
     view = await _visible(svc, principal, definition_id, uc.Capability.READ)
-    after = decode_cursor(cursor, 4)
+    after = uc.decode_cursor(cursor, 4)
     page = await uc.polls(svc.db, uc.PollsQuery(
         view.definition["tenant_id"], definition_id, since,
         uc.PollCursor(*after) if after else None, limit, changes))  # type: ignore[arg-type]
     position = page.next_after
-    return {"items": list(page.polls), "next_cursor": encode_cursor(
+    return {"items": list(page.polls), "next_cursor": uc.encode_cursor(
         (position.scheduled_for, position.definition_id, position.binding_id, position.slot)
         if position else None)}

@@ -3,12 +3,8 @@ authenticated principal, and opaque keyset cursors."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -16,9 +12,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from watchkeeper.runtime import AgentCatalog, Clock, Database, Settings
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.sources import SourceRegistry
-from watchkeeper.triggers import SpecError
 
-__all__ = ["Authenticated", "Services", "Svc", "decode_cursor", "encode_cursor", "principal"]
+__all__ = ["Authenticated", "Services", "Svc", "principal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,34 +56,3 @@ async def principal(
 
 
 Authenticated = Annotated[uc.Principal, Depends(principal)]
-
-
-def encode_cursor(position: tuple[Any, ...] | None) -> str | None:
-    """An opaque cursor for a keyset position (``None`` on the last page)."""
-    if position is None:
-        return None
-    plain = [{"t": v.isoformat()} if isinstance(v, datetime) else v for v in position]
-    return base64.urlsafe_b64encode(json.dumps(plain).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None, size: int) -> tuple[Any, ...] | None:
-    """The keyset position an :func:`encode_cursor` cursor stands for.
-
-    Raises:
-        SpecError: field ``cursor``, when it was not made by this API (or for another
-            list).
-    """
-    if cursor is None:
-        return None
-    try:
-        plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(plain, list) or len(plain) != size:
-            raise ValueError(cursor)
-        values = tuple(datetime.fromisoformat(v["t"]) if isinstance(v, dict) else v
-                       for v in plain)
-        if not all(isinstance(v, str | int | datetime) for v in values):
-            raise ValueError(cursor)
-    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
-        raise SpecError("cursor", "is not a cursor of this list.",
-                        "pass the next_cursor of the previous page unchanged.") from exc
-    return values

@@ -11,7 +11,7 @@ from fastapi.responses import PlainTextResponse
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import parse_spec
 
-from ._deps import Authenticated, Svc, decode_cursor, encode_cursor
+from ._deps import Authenticated, Svc
 from ._models import HistoryEntryOut, HistoryPageOut, PreviewIn, PreviewOut, ReportOut
 from ._problems import PROBLEM_RESPONSES
 
@@ -49,13 +49,13 @@ async def history(svc: Svc, principal: Authenticated,
     tenant, owner = uc.reading_scope(principal)
     if owner is not None and user not in (None, owner):
         return {"items": [], "events": [], "next_cursor": None}
-    after = decode_cursor(cursor, 5)
+    after = uc.decode_cursor(cursor, 5)
     page = await uc.history(svc.db, uc.HistoryQuery(
         tenant, definition, owner or user, status, since, until, limit,
         after))  # type: ignore[arg-type]
     return {"items": [_entry(e) for e in page.entries],
             "events": [] if owner else [dict(e.row) for e in page.events],
-            "next_cursor": encode_cursor(page.after)}
+            "next_cursor": uc.encode_cursor(page.after)}
 
 
 def _entry(entry: uc.HistoryEntry) -> dict[str, Any]:

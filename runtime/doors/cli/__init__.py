@@ -4,7 +4,7 @@ One module per command group: ``_definitions`` (preview, propose, confirm, pause
 resume, cancel, trigger, review, register), ``_views`` (users, status, list, show,
 report, history, polls), ``_outbox`` (webhooks, prefs, deliveries, redeliver,
 receiver), ``_running`` (run, tick, replay, replays prune, demo, db migrate), ``_serve``
-(serve, keys); what
+(serve, keys), ``_mcp`` (mcp: the MCP tools over stdio); what
 they share is in ``_app`` (exit codes, settings, JSON, instants), option parsing of
 Python objects in ``_loading``, rich tables in ``_render``, the scripted demo in
 ``_demo``.
@@ -14,7 +14,7 @@ message names the field and the fix); 3 not found; 4 not authorized; 5 conflict 
 the current state; 6 the database is unreachable.
 """
 
-from . import _definitions, _outbox, _running, _serve, _views  # noqa: F401  (register the commands)
+from . import _definitions, _mcp, _outbox, _running, _serve, _views  # noqa: F401  (register the commands)
 from ._app import app as app
 from ._app import main as main
 

@@ -1,5 +1,5 @@
-"""``watchkeeper serve`` (the HTTP API, with the supervisor unless ``--no-supervisor``)
-and ``watchkeeper keys`` (API keys and the tick secret)."""
+"""``watchkeeper serve`` (the HTTP API and the MCP tools at ``/mcp``, with the supervisor
+unless ``--no-supervisor``) and ``watchkeeper keys`` (API keys and the tick secret)."""
 
 from __future__ import annotations
 
@@ -64,8 +64,9 @@ def serve_cmd(
     sources: Annotated[str | None, typer.Option(help="module:attr with condition sources.")] = None,
     series: Annotated[list[str], typer.Option(help="NAME[@VERSION]=CSV: a series source.")] = [],  # noqa: B006
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and, by default, run
-    the supervisor in the same process, until SIGTERM / SIGINT."""
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the MCP tools
+    (streamable HTTP at /mcp, Bearer agent key) and, by default, run the supervisor in
+    the same process, until SIGTERM / SIGINT."""
     registry, catalog = schedules_from(schedules), agents_from(agent)
     found = sources_from(sources, series)
 
@@ -74,9 +75,10 @@ def serve_cmd(
         engine = Supervisor(db, clock, uc.supervisor_config(config, workers=workers),
                             registry=registry, agents=catalog, sources=found) if supervisor else None
         api = create_app(Services(db, clock, config, agents=catalog, sources=found),
-                         supervisor=engine)
+                         supervisor=engine, mcp=True)
+        # lifespan on: the app's lifespan runs the MCP session manager
         server = _Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
-                                        lifespan="off", access_log=False))
+                                        lifespan="on", access_log=False))
         async with anyio.create_task_group() as outer:
             outer.start_soon(_stop_on_signal, server, engine)
             async with anyio.create_task_group() as tg:
@@ -88,7 +90,7 @@ def serve_cmd(
                     return  # run_until_stopped raises why
                 bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
                 where = ", ".join(f"http://{h}:{p}" for h, p, *_ in bound) or f"{host}:{port}"
-                err.print(f"serving {where} (docs at /docs)"
+                err.print(f"serving {where} (docs at /docs, MCP at /mcp)"
                           + (f"; supervisor {engine.config.supervisor_id}" if engine else
                              "; no supervisor") + "; Ctrl-C to stop")
             outer.cancel_scope.cancel()  # the server and the supervisor have stopped
@@ -101,12 +103,14 @@ async def _stop_on_signal(server: uvicorn.Server, engine: Supervisor | None) -> 
     """First SIGTERM/SIGINT: stop accepting, finish in-flight requests, stop the
     supervisor; a second one: stop the server at once."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
+        async for signum in signals:
             if server.should_exit:
                 server.force_exit = True
                 continue
             err.print("stopping...")
-            server.should_exit = True
+            # uvicorn's own handler sets should_exit; sse-starlette wraps it to end the
+            # open event streams (an MCP session's GET stream) instead of waiting on them
+            server.handle_exit(signum, None)
             if engine is not None:
                 engine.stop()
 

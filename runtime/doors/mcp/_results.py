@@ -1,0 +1,87 @@
+"""Tool results: an answer as structured content (and the same JSON as text), a refusal
+as an error result the model can read and act on — mapped in one place from the
+runtime's exception tree, as the HTTP API maps it to statuses and the CLI to exit codes.
+
+=================== ====== ===================== ==========================================
+exception           status type                  what the model should do
+=================== ====== ===================== ==========================================
+SpecError           422    invalid-input         fix every listed field, call again
+Forbidden           403    forbidden             not retry: an agent key may never do this
+AuthError           401    unauthenticated       not retry: the key is unknown or revoked
+NotFound            404    not-found             check the id (another tenant's is absent)
+Conflict            409    conflict              re-read, then base the edit on the latest
+DatabaseUnavailable 503    unavailable           retry later (``retryable``)
+ConfigError         503    misconfigured         tell the operator
+WatchkeeperError    500    internal              tell the operator (no detail is shown)
+=================== ====== ===================== ==========================================
+
+An exception outside this tree is a crash: it is left to the SDK, which logs it and
+answers ``Error executing tool <name>`` without its text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from watchkeeper.runtime import (
+    AuthError,
+    ConfigError,
+    Conflict,
+    DatabaseUnavailable,
+    Forbidden,
+    NotFound,
+    WatchkeeperError,
+)
+from watchkeeper.triggers import SpecError
+
+from ._models import FieldProblem, ToolProblem
+
+__all__ = ["KNOWN", "TYPE_BASE", "answer", "problem_of", "refusal"]
+
+TYPE_BASE = "urn:watchkeeper:problem:"
+
+_MAP: tuple[tuple[type[BaseException], int, str, str], ...] = (
+    (SpecError, 422, "invalid-input", "The input is not valid"),
+    (Forbidden, 403, "forbidden", "This principal may not do this"),
+    (AuthError, 401, "unauthenticated", "Authentication is required"),
+    (NotFound, 404, "not-found", "Not found"),
+    (Conflict, 409, "conflict", "Conflicts with the current state"),
+    (DatabaseUnavailable, 503, "unavailable", "The database is unreachable"),
+    (ConfigError, 503, "misconfigured", "The deployment is misconfigured"),
+    (WatchkeeperError, 500, "internal", "Internal error"),
+)
+
+KNOWN: tuple[type[BaseException], ...] = tuple(cls for cls, *_ in _MAP)
+"""The exceptions a tool answers as a refusal (anything else is a crash)."""
+
+
+def problem_of(exc: BaseException) -> ToolProblem:
+    """The problem details of ``exc`` (one of :data:`KNOWN`): a spec error lists every
+    problem with its field and fix; an internal error shows no detail."""
+    status, slug, title = next(((s, t, ti) for cls, s, t, ti in _MAP if isinstance(exc, cls)),
+                               (500, "internal", "Internal error"))
+    errors = [FieldProblem(**p) for p in exc.to_json()] if isinstance(exc, SpecError) else []
+    return ToolProblem(type=TYPE_BASE + slug, title=title, status=status,
+                       detail=str(exc) if status != 500 else "",
+                       retryable=isinstance(exc, DatabaseUnavailable), errors=errors)
+
+
+def _text(data: Any) -> list[TextContent]:
+    return [TextContent(type="text", text=json.dumps(data, indent=2, ensure_ascii=False))]
+
+
+def answer(model: BaseModel) -> CallToolResult:
+    """A successful result: ``model`` as structured content and as JSON text."""
+    data = model.model_dump(mode="json")
+    return CallToolResult(content=_text(data), structured_content=data)
+
+
+def refusal(exc: BaseException) -> CallToolResult:
+    """An error result (``isError``) carrying ``exc``'s problem details, structured and as
+    JSON text."""
+    data = problem_of(exc).model_dump(mode="json")
+    return CallToolResult(content=_text(data), structured_content=data, is_error=True)
