@@ -62,6 +62,8 @@ def test_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert "watchkeeper/runtime/store/sql/queries.sql" in names
     assert "watchkeeper/runtime/store/sql/migrations/0001_foundation.sql" in names
     assert "watchkeeper/__main__.py" in names
+    assert "watchkeeper/runtime/doors/page/templates/base.html" in names
+    assert "watchkeeper/runtime/doors/page/static/page.css" in names
 
 
 def test_every_package_folder_is_listed() -> None:
@@ -121,4 +123,4 @@ def test_package_boundaries(unpacked: Path) -> None:
                             cwd=unpacked, env={"PYTHONPATH": str(unpacked), "PATH": "/usr/bin:/bin"},
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "6 kept, 0 broken" in result.stdout
+    assert "7 kept, 0 broken" in result.stdout

@@ -24,6 +24,9 @@ from ._access import authorize as authorize
 from ._access import principal_kind as principal_kind
 from ._access import reading_scope as reading_scope
 from ._access import visible_tenant as visible_tenant
+from ._cursors import DEFINITIONS_CURSOR as DEFINITIONS_CURSOR
+from ._cursors import HISTORY_CURSOR as HISTORY_CURSOR
+from ._cursors import POLLS_CURSOR as POLLS_CURSOR
 from ._cursors import decode_cursor as decode_cursor
 from ._cursors import encode_cursor as encode_cursor
 from ._definition_views import DefinitionView as DefinitionView
@@ -119,7 +122,8 @@ from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
     "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
-    "decode_cursor", "encode_cursor", "DefinitionView", "list_definitions",
+    "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",
+    "DefinitionView", "list_definitions",
     "show_definition", "stored_spec", "cancel", "confirm", "Confirmation", "pause",
     "Proposal", "propose", "resume", "list_deliveries", "redeliver", "history",
     "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",

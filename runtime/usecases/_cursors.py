@@ -1,6 +1,7 @@
 """Opaque keyset cursors, the same in every door: a position in a list (a page's last
-key) as base64url JSON, instants tagged so they come back as instants. Opaque to
-clients; a cursor this API did not make is refused naming ``cursor``."""
+key) as base64url JSON, instants tagged so they come back as aware instants. Opaque to
+clients; a cursor this product did not make for that list is refused naming
+``cursor``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ from typing import Any
 
 from watchkeeper.triggers import SpecError
 
-__all__ = ["decode_cursor", "encode_cursor"]
+__all__ = ["DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor",
+           "encode_cursor"]
+
+HISTORY_CURSOR: tuple[type, ...] = (datetime, str, str, str, str)
+"""The shape of a history position: (scheduled_for, tenant, binding, slot, kind)."""
+DEFINITIONS_CURSOR: tuple[type, ...] = (str, str)
+"""The shape of a definitions-list position: (tenant_id, definition_id)."""
+POLLS_CURSOR: tuple[type, ...] = (datetime, str, str, str)
+"""The shape of a poll timeline position: (scheduled_for, definition, binding, slot)."""
+
+_FIX = "pass the next_cursor of the previous page unchanged."
 
 
 def encode_cursor(position: tuple[Any, ...] | None) -> str | None:
@@ -23,24 +34,28 @@ def encode_cursor(position: tuple[Any, ...] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(plain).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None, size: int) -> tuple[Any, ...] | None:
-    """The keyset position of ``size`` values an :func:`encode_cursor` cursor stands for
-    (``None`` for no cursor).
+def decode_cursor(cursor: str | None, shape: tuple[type, ...], *,
+                  fix: str = _FIX) -> tuple[Any, ...] | None:
+    """The keyset position an :func:`encode_cursor` cursor stands for, one value of each
+    type in ``shape`` (one of the ``*_CURSOR`` shapes; a ``datetime`` comes back aware),
+    or ``None`` for no cursor (``None`` or empty).
 
     Raises:
-        SpecError: field ``cursor``, when it was not made by this list.
+        SpecError: field ``cursor`` (with ``fix`` as the fix), when it was not made for
+            a list of this shape.
     """
-    if cursor is None:
+    if not cursor:
         return None
     try:
         plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(plain, list) or len(plain) != size:
+        if not isinstance(plain, list) or len(plain) != len(shape):
             raise ValueError(cursor)
         values = tuple(datetime.fromisoformat(v["t"]) if isinstance(v, dict) else v
                        for v in plain)
-        if not all(isinstance(v, str | int | datetime) for v in values):
+        if not all(type(v) is kind for v, kind in zip(values, shape, strict=True)):
+            raise ValueError(cursor)
+        if any(isinstance(v, datetime) and v.tzinfo is None for v in values):
             raise ValueError(cursor)
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
-        raise SpecError("cursor", "is not a cursor of this list.",
-                        "pass the next_cursor of the previous page unchanged.") from exc
+        raise SpecError("cursor", "is not a cursor of this list.", fix) from exc
     return values

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from watchkeeper.runtime import Supervisor
 from watchkeeper.triggers import SpecV1
 
+from .. import page
 from . import _admin, _definitions, _health, _history, _outbox, _tick
 from ._deps import Services
 from ._models import SPEC_MARKER
@@ -52,6 +53,7 @@ def create_app(services: Services, *, supervisor: Supervisor | None = None,
     install(app)
     for module in (_definitions, _history, _outbox, _admin, _tick, _health):
         app.include_router(module.router)
+    app.include_router(page.router)  # the history page, at /
     _with_spec_schema(app)
     return app
 

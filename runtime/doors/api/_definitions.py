@@ -8,6 +8,7 @@ checked (an agent asking to confirm is 403).
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -66,7 +67,7 @@ async def list_definitions(svc: Svc, principal: Authenticated,
     """The caller's definitions (a user's own; an agent's or operator's whole tenant), by
     id, with status, revisions, fence and next due time; keyset-paged."""
     tenant, owner = uc.reading_scope(principal)
-    after = uc.decode_cursor(cursor, 2)
+    after = uc.decode_cursor(cursor, uc.DEFINITIONS_CURSOR)
     rows = await uc.list_definitions(svc.db, tenant, owner_user_id=owner, limit=limit,
                                      after=after)  # type: ignore[arg-type]
     last = rows[-1] if len(rows) == limit else None
@@ -195,11 +196,10 @@ async def polls(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
     or a cursor; ``changes`` keeps polls whose verdict changed or that did something
     (filtered before the limit)."""
     view = await _visible(svc, principal, definition_id, uc.Capability.READ)
-    after = uc.decode_cursor(cursor, 4)
+    after = uc.decode_cursor(cursor, uc.POLLS_CURSOR)
     page = await uc.polls(svc.db, uc.PollsQuery(
         view.definition["tenant_id"], definition_id, since,
         uc.PollCursor(*after) if after else None, limit, changes))  # type: ignore[arg-type]
     position = page.next_after
     return {"items": list(page.polls), "next_cursor": uc.encode_cursor(
-        (position.scheduled_for, position.definition_id, position.binding_id, position.slot)
-        if position else None)}
+        astuple(position) if position else None)}

@@ -49,7 +49,7 @@ async def history(svc: Svc, principal: Authenticated,
     tenant, owner = uc.reading_scope(principal)
     if owner is not None and user not in (None, owner):
         return {"items": [], "events": [], "next_cursor": None}
-    after = uc.decode_cursor(cursor, 5)
+    after = uc.decode_cursor(cursor, uc.HISTORY_CURSOR)
     page = await uc.history(svc.db, uc.HistoryQuery(
         tenant, definition, owner or user, status, since, until, limit,
         after))  # type: ignore[arg-type]

@@ -90,7 +90,7 @@ def serve_cmd(
                     return  # run_until_stopped raises why
                 bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
                 where = ", ".join(f"http://{h}:{p}" for h, p, *_ in bound) or f"{host}:{port}"
-                err.print(f"serving {where} (docs at /docs, MCP at /mcp)"
+                err.print(f"serving {where} (history page at /, docs at /docs, MCP at /mcp)"
                           + (f"; supervisor {engine.config.supervisor_id}" if engine else
                              "; no supervisor") + "; Ctrl-C to stop")
             outer.cancel_scope.cancel()  # the server and the supervisor have stopped

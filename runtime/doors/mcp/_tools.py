@@ -128,7 +128,7 @@ class Tools:
         async def run() -> AgreementList:
             tenant, owner = uc.reading_scope(await self._principal(ctx))
             rows = await uc.list_definitions(self.db, tenant, owner_user_id=owner, limit=limit,
-                                             after=uc.decode_cursor(cursor, 2))  # type: ignore[arg-type]
+                                             after=uc.decode_cursor(cursor, uc.DEFINITIONS_CURSOR))  # type: ignore[arg-type]
             last = rows[-1] if len(rows) == limit else None
             return AgreementList(items=rows, next_cursor=uc.encode_cursor(
                 (last["tenant_id"], last["definition_id"]) if last else None))
@@ -169,7 +169,7 @@ class Tools:
             tenant, owner = uc.reading_scope(await self._principal(ctx))
             page = await uc.history(self.db, uc.HistoryQuery(
                 tenant, definition_id, owner or user, status, since, until, limit,
-                uc.decode_cursor(cursor, 5)))  # type: ignore[arg-type]
+                uc.decode_cursor(cursor, uc.HISTORY_CURSOR)))  # type: ignore[arg-type]
             return HistoryPage(items=[_entry(e) for e in page.entries],
                                events=[dict(e.row) for e in page.events],
                                next_cursor=uc.encode_cursor(page.after))
@@ -205,7 +205,7 @@ class Tools:
         read. Without since or cursor: the newest `limit` polls."""
         async def run() -> PollList:
             view = await self._visible(ctx, definition_id)
-            after = uc.decode_cursor(cursor, 4)
+            after = uc.decode_cursor(cursor, uc.POLLS_CURSOR)
             page = await uc.polls(self.db, uc.PollsQuery(
                 view.definition["tenant_id"], definition_id, since,
                 uc.PollCursor(*after) if after else None, limit, changes))  # type: ignore[arg-type]

@@ -1,0 +1,175 @@
+"""Who is looking: sign in with a user token or an operator key, kept in a cookie;
+sign out; and the ``Viewer`` dependency every view takes.
+
+The cookie holds the credential itself (there is no server-side session to leak or
+to expire separately): ``HttpOnly`` (no script reads it; the page has no script),
+``SameSite=Strict`` (another site's link or form arrives without it), ``Secure`` when
+the page is served over https, ``Path=/``, 12 hours. Every request authenticates it
+again with ``usecases.authenticate_bearer``, so revoking the key or replacing the
+token signs the viewer out at the next click.
+
+CSRF: besides ``SameSite=Strict``, the two POST forms refuse a request whose
+``Origin`` header (or, when a browser sends none, its ``Referer``) is not this page's
+own scheme, host and port; a request with neither is refused too. (Behind a reverse
+proxy, forward the original ``Host`` and, for https, ``X-Forwarded-Proto`` with
+uvicorn's ``--proxy-headers``.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import RedirectResponse
+
+from watchkeeper.runtime import AuthError, Clock, Database
+from watchkeeper.runtime import usecases as uc
+from watchkeeper.triggers import SpecError
+
+from ._render import (
+    COOKIE,
+    SIGN_IN_REASONS,
+    CrossSiteForm,
+    PageRoute,
+    SignInRequired,
+    render,
+    safe_next,
+)
+
+__all__ = ["Viewer", "router", "viewer"]
+
+router = APIRouter(route_class=PageRoute)
+
+MAX_AGE_SECONDS = 12 * 3600
+MAX_FORM_BYTES = 8192
+PAGE_KINDS = frozenset({"user", "operator"})
+"""The principals the page signs in: a person (user token) or the tenant's operator."""
+
+_REFUSED = {
+    "agent": "An agent key reads through the API and the MCP tools; the page is for "
+             "people. Sign in with your user token or an operator key.",
+    "tick": "The tick secret drives ticks and nothing else. Sign in with your user token "
+            "or an operator key.",
+}
+
+
+class PageServices(Protocol):
+    """What the page needs of the app's services (``doors.api.Services``)."""
+
+    db: Database
+    clock: Clock
+
+
+def services(request: Request) -> PageServices:
+    """The app's services, set by the API's app factory."""
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+async def viewer(request: Request) -> uc.Principal:
+    """The signed-in user or operator of the request's session cookie.
+
+    Raises:
+        SignInRequired: no cookie; or (reason ``expired``, the cookie is cleared) one
+            that no longer authenticates (revoked, replaced) or is not a user's or an
+            operator's.
+    """
+    token = request.cookies.get(COOKIE)
+    if not token:
+        raise SignInRequired()
+    svc = services(request)
+    try:
+        principal = await uc.authenticate_bearer(svc.db, svc.clock, token)
+    except AuthError as exc:
+        raise SignInRequired("expired") from exc
+    if uc.principal_kind(principal) not in PAGE_KINDS:
+        raise SignInRequired("expired")
+    return principal
+
+
+Viewer = Annotated[uc.Principal, Depends(viewer)]
+
+
+def check_origin(request: Request) -> None:
+    """Nothing when the form was posted from this page's own origin.
+
+    Raises:
+        CrossSiteForm: the ``Origin`` (or ``Referer``) names another origin, is
+            ``null``, or neither header was sent.
+    """
+    own = f"{request.url.scheme}://{request.url.netloc}".lower()
+    origin = request.headers.get("origin")
+    if origin is None and (referer := request.headers.get("referer")):
+        parts = urlsplit(referer)
+        origin = f"{parts.scheme}://{parts.netloc}"
+    if origin is None:
+        raise CrossSiteForm("The request carried neither an Origin nor a Referer header.")
+    if origin.lower() != own:
+        raise CrossSiteForm(f"It came from {origin!r}, not from {own!r}.")
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The fields of an ``application/x-www-form-urlencoded`` body (at most 8 KiB).
+
+    Raises:
+        SpecError: field ``form``: another content type, too large, or not UTF-8.
+    """
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise SpecError("form", f"is sent as {kind or 'nothing'!r}.",
+                        "post the page's own form (application/x-www-form-urlencoded).")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise SpecError("form", f"is larger than {MAX_FORM_BYTES} bytes.",
+                            "paste the token alone.")
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=10)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SpecError("form", "is not a form the page sent.", "post the page's own form.") \
+            from exc
+    return {name: values[0] for name, values in fields.items()}
+
+
+@router.get("/sign-in")
+async def sign_in_form(next_path: Annotated[str, Query(alias="next", max_length=2000)] = "/",
+                       why: Annotated[str | None, Query(max_length=32)] = None) -> Response:
+    """The sign-in form (``why``: a code saying why the viewer was sent here)."""
+    return render("sign_in.html", next_path=safe_next(next_path),
+                  message=SIGN_IN_REASONS.get(why or ""))
+
+
+@router.post("/sign-in")
+async def sign_in(request: Request) -> Response:
+    """Check the pasted credential; a user token or an operator key sets the cookie and
+    goes on to ``next``; anything else answers the form again with the reason (401, or
+    403 for an agent key or the tick secret)."""
+    check_origin(request)
+    form = await _form(request)
+    token, next_path = form.get("token", "").strip(), safe_next(form.get("next"))
+    svc = services(request)
+    try:
+        principal = await uc.authenticate_bearer(svc.db, svc.clock, token or None)
+    except AuthError as exc:
+        hint = (" An app key acts for users its app signed in itself; sign in with your own "
+                "user token." if token.startswith("wk_app_") else "")
+        return render("sign_in.html", status_code=401, next_path=next_path,
+                      message=f"That credential was not accepted ({exc}).{hint}")
+    kind = uc.principal_kind(principal)
+    if kind not in PAGE_KINDS:
+        return render("sign_in.html", status_code=403, next_path=next_path, message=_REFUSED[kind])
+    response = RedirectResponse(next_path, status_code=303)
+    response.set_cookie(COOKIE, token, max_age=MAX_AGE_SECONDS, path="/",
+                        secure=request.url.scheme == "https", httponly=True, samesite="strict")
+    return response
+
+
+@router.post("/sign-out")
+async def sign_out(request: Request) -> Response:
+    """Forget the session cookie and go back to the sign-in form."""
+    check_origin(request)
+    response = RedirectResponse("/sign-in", status_code=303)
+    response.delete_cookie(COOKIE, path="/", secure=request.url.scheme == "https",
+                           httponly=True, samesite="strict")
+    return response
