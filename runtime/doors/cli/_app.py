@@ -213,9 +213,10 @@ def fail_json(exc: SpecError) -> typer.Exit:
     return fail(exc)
 
 
-def emit_json(data: Any) -> None:
-    """``data`` as indented JSON on stdout; instants as ISO 8601 UTC ending in Z."""
-    write(json.dumps(data, indent=2, default=_json_value) + "\n")
+def emit_json(data: Any, *, line: bool = False) -> None:
+    """``data`` as indented JSON on stdout (``line``: on one line, for a stream of
+    objects); instants as ISO 8601 UTC ending in Z."""
+    write(json.dumps(data, indent=None if line else 2, default=_json_value) + "\n")
 
 
 def _json_value(value: Any) -> Any:

@@ -37,7 +37,7 @@ def webhooks_add(tenant: str, name: str, url: str) -> None:
     async def run(db: Database, _: Settings) -> str:
         return await uc.add_endpoint(db, SystemClock(), tenant, name, url)
     secret = with_db(run)
-    out.print(f"webhook {tenant}/{name} -> {url}; signing secret (shown once):")
+    err.print(f"webhook {tenant}/{name} -> {url}; signing secret (shown once, on stdout):")
     write(secret + "\n")
 
 
@@ -51,7 +51,7 @@ def webhooks_rotate(tenant: str, name: str,
         return await uc.rotate_secret(db, SystemClock(), tenant, name,
                                       overlap=timedelta(hours=overlap))
     secret = with_db(run)
-    out.print(f"new signing secret for {tenant}/{name} (shown once); the old one expires in "
+    err.print(f"new signing secret for {tenant}/{name} (shown once, on stdout); the old one expires in "
               f"{overlap:g} h:")
     write(secret + "\n")
 
@@ -194,7 +194,8 @@ def receiver_cmd(
         help="Accepted signing secret (whsec_...); repeat the option to accept several.")],
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8099,
 ) -> None:
-    """A local webhook receiver: verifies signatures, prints each notice once.
+    """A local webhook receiver: verifies signatures, prints each notice once (one JSON
+    object per line on stdout).
 
     To try a webhook endpoint: watchkeeper webhooks add T hook http://127.0.0.1:8099/
     """
@@ -218,7 +219,7 @@ def receiver_cmd(
                 for msg_id, record in list(receiver.seen.items()):
                     if record.payload is not None and msg_id not in printed:
                         printed.add(msg_id)
-                        emit_json(record.payload)
+                        emit_json(record.payload, line=True)
                     elif record.answered_ok > answered.get(msg_id, 1) and msg_id in printed:
                         err.print(f"webhook-id {msg_id} arrived again (request "
                                   f"{record.requests}): acknowledged, not processed twice")

@@ -131,7 +131,8 @@ def keys_create(
                    "tenant_id": made.key.tenant_id, "name": made.key.name, "token": made.token})
         return
     where = f" of tenant {made.key.tenant_id}" if made.key.tenant_id else ""
-    out.print(f"{made.key.kind.value} key {made.key.key_id}{where} (shown once, keep it secret):")
+    err.print(f"{made.key.kind.value} key {made.key.key_id}{where} (shown once on stdout, keep it "
+              "secret):")
     write(made.token + "\n")
 
 

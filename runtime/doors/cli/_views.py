@@ -32,7 +32,7 @@ def users_add(
         return await uc.add_user(db, SystemClock(), tenant, user, display_name=name, zone=zone,
                                  rotate=rotate)
     token = with_db(run)
-    out.print(f"user {tenant}/{user}; token (shown once, keep it secret):")
+    err.print(f"user {tenant}/{user}; token (shown once on stdout, keep it secret):")
     write(token + "\n")
 
 
