@@ -15,7 +15,7 @@ from _helpers import confirmed, occurrences, tasks, utc
 from _pgproxy import PgProxy
 
 from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
-from watchkeeper.runtime.engine._clock import FakeClock
+from watchkeeper.runtime.engine._clock import FakeAuthority, FakeClock, SkewedClock
 from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._supervisor import LoopDied, Supervisor, SupervisorConfig
 from watchkeeper.runtime.engine._worker import Worker
@@ -150,27 +150,32 @@ async def test_heartbeat_is_not_written_while_any_loop_is_dead(db: Database,
 
 async def test_beyond_the_clock_skew_budget_nothing_new_is_dispatched(db: Database,
                                                                       tmp_path: Path) -> None:
-    """A wall clock 5 s ahead of PostgreSQL's: clock_uncertain is recorded and nothing is
-    admitted; once the offset is back within 2 s, the due slot is admitted."""
-    server_now = await db.server_now()
-    clock = FakeClock(server_now - timedelta(seconds=10))
-    anchor = server_now - timedelta(seconds=8)
-    await confirmed(db, clock, {"trigger": {"type": "interval", "every": 60,
-                                            "anchor": anchor.isoformat()}})
-    clock.step_wall(timedelta(seconds=15))  # now 5 s ahead of PostgreSQL, the slot is due
-    supervisor = Supervisor(db, clock, SupervisorConfig(home=tmp_path, skew_budget=2.0,
-                                                        supervisor_id="sup-1"))
+    """A host wall clock 5 s ahead of the authority's: clock_uncertain is recorded and
+    nothing is admitted though a slot is due; once the host is back within 2 s, the due
+    slot is admitted (decided at the authority's time, not the host's)."""
+    truth = FakeClock(utc("2026-06-01T00:00:00Z"))
+    await confirmed(db, truth, {"trigger": {"type": "interval", "every": 60,
+                                            "anchor": "2026-06-01T00:00:02Z"}})
+    host = SkewedClock(truth, timedelta(seconds=5))
+    supervisor = Supervisor(db, host, SupervisorConfig(home=tmp_path, skew_budget=2.0,
+                                                       supervisor_id="sup-1"),
+                            authority=FakeAuthority(truth))
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             await tg.start(supervisor.run)
             stats = await supervisor.wait_idle()
-            assert stats.clock_uncertain and stats.clock_offset is not None and stats.clock_offset > 2
+            assert stats.clock_uncertain and stats.clock_offset == 5.0
+            truth.advance(3)  # the slot is due at 00:00:02
+            stats = await supervisor.wait_idle()
             assert stats.ticks == 0
             assert await db.pool.fetchval("SELECT count(*) FROM occurrences") == 0
-            kinds = await db.pool.fetch("SELECT kind FROM schedule_events")
+            kinds = await db.pool.fetch("SELECT kind, reason FROM schedule_events")
             assert [r["kind"] for r in kinds] == ["clock_uncertain"]
-            clock.step_wall(timedelta(seconds=-15))  # the advance below adds 10 s back:
-            clock.advance(10)  # the wall clock is then back at PostgreSQL's
+            assert "offset +5.000 s" in kinds[0]["reason"]
+            host.step(timedelta(seconds=-4.5))
+            truth.advance(1)
             stats = await supervisor.wait_until(lambda s: s.admitted == 1)
             assert not stats.clock_uncertain
             supervisor.stop()
+    assert await db.pool.fetchval("SELECT decided_at FROM occurrences") == utc(
+        "2026-06-01T00:00:04Z")

@@ -3,12 +3,22 @@
 * wall clock (``now()``, aware UTC): human meaning and durable records;
 * monotonic clock (``monotonic()``, seconds): leases, backoff and deadlines inside
   one process;
-* the database (sequences and its clock) orders across processes; see
-  :mod:`watchkeeper.runtime.engine._clock` for the offset measurement.
+* the database (sequences and its clock) orders across processes, and PostgreSQL's
+  clock is the authority for every instant another process compares with: lease
+  expiry, takeover, renewal, eligibility (due, ``not_before``, ``expires_at``) and
+  deadlines (DESIGN "Runs, leases, fencing, clocks"; seed 003).
+
+A supervisor therefore does not read its host's wall clock for those decisions: it
+runs on an :class:`AnchoredClock`, the authority's time at the last sample (a
+:class:`TimeAuthority`, :class:`DatabaseTime` in production) plus the host's
+*monotonic* time since. A step or drift of the host's wall clock cannot move it; the
+difference between the two is the host's offset, checked at every step of the
+supervisor's loops without a round trip.
 
 The supervisor takes a :class:`Clock`; tests pass a :class:`FakeClock` and move time
 themselves (modelled on trio's ``MockClock``: no negative jumps of the monotonic
-clock). Nothing in the runtime calls ``datetime.now`` or ``time.monotonic`` directly.
+clock), and a :class:`SkewedClock` for a host whose wall clock is wrong. Nothing in
+the runtime calls ``datetime.now`` or ``time.monotonic`` directly.
 """
 
 from __future__ import annotations
@@ -17,12 +27,16 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 from anyio.lowlevel import checkpoint
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+if TYPE_CHECKING:
+    from ..store._db import Database
+
+__all__ = ["AnchoredClock", "Clock", "DatabaseTime", "FakeAuthority", "FakeClock", "Sample",
+           "SkewedClock", "SystemClock", "TimeAuthority"]
 
 
 class Clock(Protocol):
@@ -146,3 +160,160 @@ class FakeClock:
         if not self._sleepers:
             return None
         return min(s.wake_at for s in self._sleepers) - self._mono
+
+
+class TimeAuthority(Protocol):
+    """Where the one authoritative wall-clock time comes from."""
+
+    async def now(self) -> datetime:
+        """The authority's current time, aware UTC.
+
+        Raises:
+            Exception: whatever reaching the authority raises (no offset measurable).
+        """
+        ...
+
+
+class DatabaseTime:
+    """PostgreSQL's ``clock_timestamp()``: the authority in production.
+
+    Raises (from :meth:`now`): :class:`~watchkeeper.runtime.errors.DatabaseUnavailable`.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def now(self) -> datetime:
+        """One round trip: ``SELECT clock_timestamp()``."""
+        return await self.db.server_now()
+
+
+class FakeAuthority:
+    """The authority of a test: a :class:`FakeClock` that plays the database's clock
+    (seed 003: "advance the authority clock"); ``fail`` makes it unreachable, as an
+    NTP server or a database can be."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.fail: Exception | None = None
+
+    async def now(self) -> datetime:
+        """The fake authority's time, or the :attr:`fail` exception."""
+        await checkpoint()
+        if self.fail is not None:
+            raise self.fail
+        return self.clock.now()
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading of the authority.
+
+    Attributes:
+        at: the authority's time, taken as the midpoint of the round trip.
+        round_trip: seconds (monotonic) the reading took; the anchor is uncertain by
+            half of it.
+        host_offset: seconds the host's wall clock was ahead (+) or behind (-) then.
+    """
+
+    at: datetime
+    round_trip: float
+    host_offset: float
+
+
+class AnchoredClock:
+    """The supervisor's time: the authority's time at the last :meth:`resample`, plus
+    the host's monotonic seconds since. ``monotonic`` and ``sleep`` are the host's.
+
+    Before the first sample it reads the host's wall clock (a supervisor samples before
+    it decides anything). From the first sample on, ``now`` never goes backwards: when
+    a new sample lands slightly behind the time already handed out, the clock holds
+    until it catches up.
+
+    Args:
+        host: the host's clocks (wall, monotonic, sleep).
+    """
+
+    def __init__(self, host: Clock) -> None:
+        self.host = host
+        self._anchor = host.now()
+        self._anchored_at = host.monotonic()
+        self._last = self._anchor
+        self.sampled_at: float | None = None
+        """Host monotonic seconds of the last successful sample (``None``: none yet)."""
+
+    def now(self) -> datetime:
+        """The authority's time now, estimated (aware UTC)."""
+        estimate = self._anchor + timedelta(seconds=self.host.monotonic() - self._anchored_at)
+        self._last = max(self._last, estimate)
+        return self._last
+
+    def monotonic(self) -> float:
+        """The host's monotonic clock."""
+        return self.host.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        """The host's sleep (monotonic)."""
+        await self.host.sleep(seconds)
+
+    def host_offset(self) -> float:
+        """Seconds the host's wall clock is ahead (+) of or behind (-) this clock."""
+        return (self.host.now() - self.now()) / timedelta(seconds=1)
+
+    def sample_age(self) -> float | None:
+        """Monotonic seconds since the last successful sample (``None``: none yet)."""
+        return None if self.sampled_at is None else self.host.monotonic() - self.sampled_at
+
+    async def resample(self, authority: TimeAuthority) -> Sample:
+        """Read the authority once and anchor to it (the midpoint of the round trip).
+
+        Raises:
+            Exception: whatever ``authority.now()`` raises; the anchor is unchanged.
+        """
+        before = self.host.monotonic()
+        at = await authority.now()
+        after = self.host.monotonic()
+        midpoint = before + (after - before) / 2
+        first = self.sampled_at is None
+        self._anchor, self._anchored_at, self.sampled_at = at, midpoint, after
+        if first:  # what was handed out before came from the host's wall clock
+            self._last = at
+        return Sample(at, after - before, self.host_offset())
+
+
+class SkewedClock:
+    """A host whose wall clock is off: ``base``'s clocks with its wall clock moved by an
+    offset that :meth:`step` changes at once (an NTP step) and :meth:`drift` changes
+    steadily (seconds of wall per second of ``base``'s monotonic time). Monotonic time
+    and sleeping are ``base``'s, as a real host's monotonic clock ignores NTP steps.
+    """
+
+    def __init__(self, base: Clock, offset: timedelta = timedelta(0)) -> None:
+        self.base = base
+        self._offset = offset
+        self._rate = 0.0
+        self._since = base.monotonic()
+
+    def offset(self) -> timedelta:
+        """How far this wall clock is from ``base``'s now."""
+        return self._offset + timedelta(seconds=self._rate * (self.base.monotonic() - self._since))
+
+    def now(self) -> datetime:
+        """``base``'s wall clock plus the offset."""
+        return self.base.now() + self.offset()
+
+    def monotonic(self) -> float:
+        """``base``'s monotonic clock."""
+        return self.base.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        """``base``'s sleep."""
+        await self.base.sleep(seconds)
+
+    def step(self, delta: timedelta) -> None:
+        """Step the wall clock by ``delta`` (may be negative)."""
+        self._offset += delta
+
+    def drift(self, rate: float) -> None:
+        """From now on, gain ``rate`` seconds of wall time per second (negative: lose)."""
+        self._offset, self._since, self._rate = self.offset(), self.base.monotonic(), rate

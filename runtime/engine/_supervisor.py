@@ -1,17 +1,25 @@
 """The supervisor: one anyio task group of small loops around a shared database.
 
 Loops: ``tick`` (admission), ``poll`` (conditions), ``worker-N`` (runs), ``dispatch``
-(outbox), ``clock``
-(offset to PostgreSQL's clock) and ``heartbeat``. Any number of supervisors may run
+(outbox), ``clock`` (a sample of PostgreSQL's clock) and ``heartbeat``. Any number of supervisors may run
 against one database; it arbitrates every claim.
 
 * A loop that fails with a transient error (:class:`DatabaseUnavailable`, e.g. a
   dropped connection) is restarted with backoff; after ``restart_limit``
   consecutive failures :class:`LoopDied` takes the whole supervisor down. While any
   loop is down the heartbeat is not written, so a dead loop never looks alive.
-* Beyond the clock-skew budget (default 2 s) the supervisor admits and dispatches
-  nothing new and records ``clock_uncertain`` until the offset is back within budget
-  (seed 003). Running tasks keep their own leases.
+* PostgreSQL's clock is the authority (DESIGN "Runs, leases, fencing, clocks"): every
+  loop, worker and the outbox run on an :class:`AnchoredClock` — the database's time
+  at the last sample (every ``skew_check_seconds``) plus this host's monotonic time
+  since — so leases, takeovers, renewals, due slots, ``not_before``/``expires_at`` and
+  deadlines never follow a step or drift of the host's wall clock.
+* The host's offset to that time is checked at the start of every step (no round
+  trip), so a step is seen within one tick. Beyond the clock-skew budget (default
+  2 s), or with no sample of the authority for ``3 * skew_check_seconds`` (no offset
+  measurable), the supervisor admits, polls and claims nothing new and records
+  ``clock_uncertain`` with the offset or the reason, until it is back (seed 003's
+  "hold new dispatch"). Running tasks keep renewing their leases, on the anchored
+  time.
 * Time comes from the injected :class:`Clock`; with a :class:`FakeClock`,
   :meth:`Supervisor.wait_idle` tells a test when every loop is parked on the clock.
 """
@@ -39,7 +47,7 @@ from .._errors import DatabaseUnavailable, WatchkeeperError
 from ..store._db import Database
 from ._admission import RunUnit
 from ._agents import AgentCatalog
-from ._clock import Clock
+from ._clock import AnchoredClock, Clock, DatabaseTime, TimeAuthority
 from ._delivery_store import PgDeliveryStore
 from ._fleet import heartbeat_detail
 from ._poller import poll_once
@@ -95,9 +103,12 @@ class SupervisorConfig:
 
     Attributes:
         home: where file deliveries (relative paths) and artifacts go.
-        skew_budget: maximum |offset| to PostgreSQL's clock before dispatch stops;
-            ``None`` disables the check (tests with a fake clock far from the
-            database's).
+        skew_budget: maximum |offset| of the host's wall clock to PostgreSQL's before
+            dispatch stops; ``None`` disables the check and, unless an authority is
+            passed to :class:`Supervisor`, the anchoring (tests whose fake clock plays
+            the database's).
+        skew_check_seconds: how often PostgreSQL's clock is sampled; with no sample
+            for three times this long the clock is uncertain.
         delivery_max_attempts, delivery_max_age: a notice is ``dead`` after this many
             attempts, or when its next try would fall later than this many seconds
             after it was committed (``redeliver`` re-queues it).
@@ -166,15 +177,22 @@ class Supervisor:
     def __init__(self, db: Database, clock: Clock, config: SupervisorConfig, *,
                  registry: Registry | None = None, agents: AgentCatalog | None = None,
                  channels: dict[str, Channel] | None = None,
-                 sources: SourceRegistry | None = None) -> None:
-        self.db, self.clock, self.config = db, clock, config
+                 sources: SourceRegistry | None = None,
+                 authority: TimeAuthority | None = None) -> None:
+        self.db, self.config, self.host_clock = db, config, clock
+        self.authority: TimeAuthority | None = authority
+        if authority is None and config.skew_budget is not None:
+            self.authority = DatabaseTime(db)
+        self.clock: Clock = AnchoredClock(clock) if self.authority is not None else clock
+        """The supervisor's time: :class:`AnchoredClock` on the authority (PostgreSQL's
+        clock by default), or the injected clock itself when there is none."""
         self.sources = sources or SourceRegistry()
         self.registry = registry or Registry()
         self.agents = agents or AgentCatalog()
-        self.store = PgDeliveryStore(db, clock)
+        self.store = PgDeliveryStore(db, self.clock)
         self._own_channels = channels is None
         self.channels: dict[str, Channel] = channels or default_channels(
-            config.home, self.store, clock, webhook_timeout=config.webhook_timeout)
+            config.home, self.store, self.clock, webhook_timeout=config.webhook_timeout)
         self._ticks = self._admitted = self._deliveries = self._polls = self._fires = 0
         self._outcomes: Counter[str] = Counter()
         self._decisions: Counter[str] = Counter()
@@ -191,7 +209,9 @@ class Supervisor:
         self._kickable: dict[str, str] = {}
         self._loops: list[str] = []
         self._uncertain = False
+        self._uncertain_why = ""
         self._offset: float | None = None
+        self._sample_error: str | None = None
         self._changed = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._background: anyio.abc.TaskGroup | None = None
@@ -205,10 +225,10 @@ class Supervisor:
         Raises:
             LoopDied: a loop kept failing.
         """
+        if self.authority is not None:
+            await self._sample_step()  # know the time before deciding anything
         for definition in self.registry:
             await register(self.db, self.clock, definition)
-        if self.config.skew_budget is not None:
-            await self._skew_step()  # know the offset before dispatching anything
         await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
         try:
             async with anyio.create_task_group() as tg:
@@ -258,8 +278,8 @@ class Supervisor:
         loops.append(("dispatch", self._dispatch_step(dispatcher), cfg.poll_seconds))
         self._kickable["dispatch"] = "deliver"
         loops.append(("heartbeat", self._heartbeat_step, cfg.heartbeat_seconds))
-        if cfg.skew_budget is not None:
-            loops.append(("clock", self._skew_step, cfg.skew_check_seconds))
+        if self.authority is not None:
+            loops.append(("clock", self._sample_step, cfg.skew_check_seconds))
         return loops
 
     # ---------------------------------------------------------------- loop machinery
@@ -322,17 +342,20 @@ class Supervisor:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def wait_idle(self) -> SupervisorStatistics:
+    async def wait_idle(self, *, but_workers: bool = False) -> SupervisorStatistics:
         """Wait until every loop is parked on the clock with a wake-up still ahead
-        (meaningful with a :class:`FakeClock`: nothing more happens until it moves)."""
-        while not self._idle():
+        (meaningful with a :class:`FakeClock`: nothing more happens until it moves).
+        ``but_workers``: every loop but the workers, for a test whose worker is inside
+        a long run (it then waits for the run's own sleepers on the clock)."""
+        while not self._idle(but_workers):
             await self._changed.wait()
         return self.statistics()
 
-    def _idle(self) -> bool:
+    def _idle(self, but_workers: bool = False) -> bool:
         now = self.clock.monotonic()
         return bool(self._loops) and all(
-            name in self._parked and self._parked[name] > now for name in self._loops)
+            name in self._parked and self._parked[name] > now for name in self._loops
+            if not (but_workers and name.startswith("worker-")))
 
     async def wait_until(self, predicate: Callable[[SupervisorStatistics], bool]) -> SupervisorStatistics:
         """Wait until ``predicate(statistics)`` holds."""
@@ -358,7 +381,7 @@ class Supervisor:
     # ---------------------------------------------------------------- steps
 
     async def _tick_step(self) -> bool:
-        if self._uncertain:
+        if await self._clock_uncertain():
             return False
         started = self.clock.monotonic()
         report = await tick(self.db, self.clock, self.registry, actor=self.config.supervisor_id,
@@ -378,7 +401,7 @@ class Supervisor:
 
     async def _poll_step(self) -> bool:
         """Poll the due conditions; busy (poll again at once) while a full batch came."""
-        if self._uncertain:
+        if await self._clock_uncertain():
             return False
         report = await poll_once(self.db, self.clock, self.sources,
                                  actor=self.config.supervisor_id, limit=self.config.poll_batch,
@@ -397,7 +420,7 @@ class Supervisor:
 
     def _worker_step(self, worker: Worker) -> Callable[[], Awaitable[bool]]:
         async def step() -> bool:
-            if self._uncertain:
+            if await self._clock_uncertain():
                 return False
             outcome = await worker.run_once()
             if outcome is None:
@@ -442,26 +465,51 @@ class Supervisor:
             agents=self.agents.names() if self.config.workers > 0 else [],
             sources=list(self.sources.names()))
 
-    async def _skew_step(self) -> bool:
-        before = self.clock.now()
-        server = await self.db.server_now()
-        after = self.clock.now()
-        offset = ((before + (after - before) / 2) - server) / timedelta(seconds=1)
+    async def _sample_step(self) -> bool:
+        """Sample the authority's clock and re-anchor; a failed sample is kept as the
+        reason the clock may become uncertain (the anchor keeps running on the
+        monotonic clock meanwhile)."""
+        assert isinstance(self.clock, AnchoredClock) and self.authority is not None
+        try:
+            await self.clock.resample(self.authority)
+            self._sample_error = None
+        except Exception as exc:  # noqa: BLE001 - any failure means: no offset measurable
+            self._sample_error = str(exc) or type(exc).__name__
+            log.warning("could not read the authority's clock: %s", self._sample_error)
+        await self._clock_uncertain()
+        return False
+
+    async def _clock_uncertain(self) -> bool:
+        """Check the host's offset to the anchored time (no round trip) and the age of
+        the last sample; record the change into or out of ``clock_uncertain``.
+
+        Returns: whether the clock is uncertain now (dispatch nothing new)."""
+        if not isinstance(self.clock, AnchoredClock):
+            return False
+        budget, age = self.config.skew_budget, self.clock.sample_age()
+        limit = 3 * self.config.skew_check_seconds
+        offset = self.clock.host_offset() if age is not None else None
         self._offset = offset
-        budget = self.config.skew_budget
-        uncertain = budget is not None and abs(offset) > budget
-        if uncertain and not self._uncertain:
-            log.error("clock offset to PostgreSQL is %.3f s (budget %.1f s): dispatching nothing "
-                      "new until it is back within budget", offset, budget)
+        if age is None or age > limit:
+            since = "never" if age is None else f"for {age:.1f} s"
+            why = (f"no offset measurable: PostgreSQL's clock not sampled {since} "
+                   f"(last error: {self._sample_error or 'none'})")
+        elif budget is not None and offset is not None and abs(offset) > budget:
+            why = (f"offset {offset:+.3f} s of this host's wall clock exceeds the clock-skew "
+                   f"budget of {budget} s")
+        else:
+            why = ""
+        # decide the transition before any await: every loop calls this concurrently
+        was, self._uncertain, self._uncertain_why = self._uncertain, bool(why), why
+        if why and not was:
+            log.error("clock uncertain: %s; dispatching nothing new until it is back", why)
+            now = self.clock.now()
             await self.db.execute(
                 "event_insert", "_operator", "*", self.config.supervisor_id, None,
-                "clock_uncertain", None, None, before, before, 0,
-                f"offset {offset:+.3f} s exceeds the clock-skew budget of {budget} s", before,
-                self.config.supervisor_id)
-        elif self._uncertain and not uncertain:
-            log.warning("clock offset back within budget (%.3f s); dispatch resumes", offset)
-        was, self._uncertain = self._uncertain, uncertain
-        if was and not uncertain:
+                "clock_uncertain", None, None, now, now, 0, why, now, self.config.supervisor_id)
+            await self._heartbeat_once("clock_uncertain")
+        elif was and not why:
+            log.warning("clock back within budget (offset %.3f s); dispatch resumes", offset)
             self._kick("tick")
             self._kick("work")
-        return False
+        return self._uncertain

@@ -66,7 +66,9 @@ from ._keys import revoke_key as revoke_key
 from ._manual import TriggerResult as TriggerResult
 from ._manual import review as review
 from ._manual import trigger_now as trigger_now
+from ._operations import database_clock as database_clock
 from ._operations import database_server as database_server
+from ._operations import keep_database_clock as keep_database_clock
 from ._operations import supervisor_config as supervisor_config
 from ._operations import tick_once as tick_once
 from ._polls import PollCursor as PollCursor
@@ -130,7 +132,8 @@ __all__ = [
     "next_step", "report", "shorten", "task_entry", "AgentPrincipal", "ApiKey",
     "authenticate_bearer", "create_key", "KeyKind", "list_keys", "NewKey",
     "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
-    "trigger_now", "TriggerResult", "database_server", "supervisor_config", "tick_once",
+    "trigger_now", "TriggerResult", "database_clock", "database_server",
+    "keep_database_clock", "supervisor_config", "tick_once",
     "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
     "get_preferences", "parse_channels", "parse_importance", "parse_quiet",
     "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",

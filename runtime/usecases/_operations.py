@@ -1,5 +1,5 @@
-"""Running watchkeeper: where its database is, one tick for an external cron, and the
-supervisor's configuration from the settings."""
+"""Running watchkeeper: where its database is, its clock (PostgreSQL's), one tick for
+an external cron, and the supervisor's configuration from the settings."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from typing import Any
 
 from watchkeeper.sources import SourceRegistry
 
+from .._errors import WatchkeeperError
 from .._settings import Settings
 from ..engine._agents import AgentCatalog
-from ..engine._clock import Clock
+from ..engine._clock import AnchoredClock, Clock, DatabaseTime, SystemClock
 from ..engine._delivery_store import PgDeliveryStore
 from ..engine._poller import poll_once
 from ..engine._scheduler import tick
@@ -27,10 +28,36 @@ from ..engine._worker import Worker
 from ..store._db import Database
 from ..store._embedded import embedded_postgres
 
-__all__ = ["database_server", "supervisor_config", "tick_once"]
+__all__ = ["database_clock", "database_server", "keep_database_clock", "supervisor_config",
+           "tick_once"]
 
 POLL_PASS = 200
 """Definitions one poller pass claims; ``tick_once`` polls again while a pass is full."""
+
+
+async def database_clock(db: Database, host: Clock | None = None) -> AnchoredClock:
+    """A clock on PostgreSQL's time (the authority for everything that crosses
+    processes: DESIGN "Runs, leases, fencing, clocks"), sampled once now and running on
+    ``host``'s monotonic clock (default: the system's) from there; for a process that
+    decides due slots, leases or deadlines without a supervisor (``tick``, the API).
+
+    Raises:
+        DatabaseUnavailable: PostgreSQL cannot be reached.
+    """
+    clock = AnchoredClock(host or SystemClock())
+    await clock.resample(DatabaseTime(db))
+    return clock
+
+
+async def keep_database_clock(db: Database, clock: AnchoredClock, *,
+                              every: float = 10.0) -> None:
+    """Re-anchor ``clock`` to PostgreSQL's time every ``every`` seconds, forever (a
+    failed sample keeps the old anchor running on the monotonic clock)."""
+    authority = DatabaseTime(db)
+    while True:
+        await clock.sleep(every)
+        with contextlib.suppress(WatchkeeperError):
+            await clock.resample(authority)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from .._errors import WatchkeeperError
-from ..engine._clock import Clock
+from ..engine._clock import AnchoredClock, Clock
 from ..engine._fleet import SupervisorState, offered_agents, supervisor_states
 from ..store._db import Database
 
@@ -151,9 +151,10 @@ async def readiness(db: Database, clock: Clock, *, skew_budget: float) -> Readin
         pending = await db.pending_migrations()
         if pending:
             checks["migrations"] = f"migrations {pending} are not applied; run watchkeeper db migrate"
-        before = clock.now()
+        host = clock.host if isinstance(clock, AnchoredClock) else clock  # the wall clock
+        before = host.now()
         server = await db.server_now()
-        after = clock.now()
+        after = host.now()
         offset = (server - (before + (after - before) / 2)).total_seconds()
         if abs(offset) > skew_budget:
             checks["clock"] = (f"this host's clock is {offset:+.3f} s off PostgreSQL's, beyond the "

@@ -113,8 +113,8 @@ def tick_cmd(
     found = sources_from(sources, series)
 
     async def run(db: Database, config: Settings) -> dict[str, Any]:
-        return await uc.tick_once(db, SystemClock(), config, agents=catalog, sources=found,
-                                  work=work)
+        return await uc.tick_once(db, await uc.database_clock(db), config, agents=catalog,
+                                  sources=found, work=work)
     emit_json(with_db(run))
 
 

@@ -74,7 +74,10 @@ def serve_cmd(
         clock = SystemClock()
         engine = Supervisor(db, clock, uc.supervisor_config(config, workers=workers),
                             registry=registry, agents=catalog, sources=found) if supervisor else None
-        api = create_app(Services(db, clock, config, agents=catalog, sources=found),
+        # the API decides on PostgreSQL's time too (a manual occurrence's not_before,
+        # the tick route): the supervisor's anchored clock, or one of its own
+        api_clock = engine.clock if engine is not None else await uc.database_clock(db, clock)
+        api = create_app(Services(db, api_clock, config, agents=catalog, sources=found),
                          supervisor=engine, mcp=True)
         # lifespan on: the app's lifespan runs the MCP session manager
         server = _Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
@@ -85,6 +88,8 @@ def serve_cmd(
                 tg.start_soon(server.run_until_stopped)
                 if engine is not None:
                     tg.start_soon(engine.run)
+                else:
+                    outer.start_soon(uc.keep_database_clock, db, api_clock)
                 await server.settled.wait()
                 if not server.started:
                     return  # run_until_stopped raises why
