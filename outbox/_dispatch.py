@@ -7,6 +7,12 @@ concurrently. A failure is retried with exponential backoff and full jitter, hon
 a channel's ``retry_after``, up to ``max_attempts`` and ``max_age``; then the row is
 ``dead`` (visible, manually redeliverable). A retry resends the committed report
 reference under the same delivery id; nothing here can make an agent run again.
+
+:meth:`Dispatcher.interrupt` (a supervisor shutting down) ends the pass in hand at
+once and releases its rows rather than holding them until their lease expires: a send
+that had started is recorded ``retrying`` (an attempt: it may have reached the
+receiver, which dedups by the delivery id) and one that had not is released unsent
+(``deferred``, not an attempt), both due again at once for another dispatcher.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ class DispatchStatistics:
     dead: int = 0
     suppressed: int = 0
     deferred: int = 0
+    released: int = 0
+    """Of the above, rows :meth:`Dispatcher.interrupt` released (as retrying or deferred)."""
 
 
 class Dispatcher:
@@ -121,6 +129,17 @@ class Dispatcher:
         self.owner, self.max_attempts, self.max_age = owner, max_attempts, max_age
         self.base, self.cap, self.lease_seconds = base, cap, lease_seconds
         self.send_timeout, self.concurrency = send_timeout, concurrency
+        self._interrupted: str | None = None
+        self._pass: anyio.CancelScope | None = None
+
+    def interrupt(self, reason: str) -> None:
+        """Stop now, for good: end the pass in hand (its rows are recorded and released,
+        see the module docstring, with ``reason``) and claim nothing more
+        (:meth:`dispatch_once` returns empty statistics). Safe to call at any time and
+        more than once (the first reason is kept)."""
+        self._interrupted = self._interrupted or reason
+        if self._pass is not None:
+            self._pass.cancel()
 
     async def dispatch_once(self, limit: int = 50) -> DispatchStatistics:
         """Claim up to ``limit`` due deliveries, handle them, record the outcomes.
@@ -129,24 +148,46 @@ class Dispatcher:
             whatever the store raises: the rows then stay leased and another pass takes
             them over when the lease expires (the receiver dedups by webhook-id).
         """
+        if self._interrupted is not None:
+            return DispatchStatistics()
         notices = await self.store.claim_due(self.now(), limit, self.owner, self.lease_seconds)
         if not notices:
             return DispatchStatistics()
-        outcomes: list[Outcome] = []
+        outcomes: dict[int, Outcome] = {}
+        started: set[int] = set()
         limiter = anyio.CapacityLimiter(self.concurrency)
 
-        async def handle(notice: Notice) -> None:
+        async def handle(index: int, notice: Notice) -> None:
             async with limiter:
-                outcomes.append(await self._handle(notice))
+                started.add(index)
+                outcomes[index] = await self._handle(notice)
 
-        async with anyio.create_task_group() as tg:
-            for notice in notices:
-                tg.start_soon(handle, notice)
-        await self.store.record(self.owner, outcomes)
-        count = {kind: sum(1 for o in outcomes if o.kind is kind) for kind in OutcomeKind}
+        with anyio.CancelScope() as self._pass:
+            if self._interrupted is not None:  # interrupted while claiming
+                self._pass.cancel()
+            async with anyio.create_task_group() as tg:
+                for index, notice in enumerate(notices):
+                    tg.start_soon(handle, index, notice)
+        self._pass = None
+        released = [self._released(notice, index in started)
+                    for index, notice in enumerate(notices) if index not in outcomes]
+        done = [*outcomes.values(), *released]
+        await self.store.record(self.owner, done)
+        count = {kind: sum(1 for o in done if o.kind is kind) for kind in OutcomeKind}
         return DispatchStatistics(len(notices), count[OutcomeKind.DELIVERED],
                                   count[OutcomeKind.RETRYING], count[OutcomeKind.DEAD],
-                                  count[OutcomeKind.SUPPRESSED], count[OutcomeKind.DEFERRED])
+                                  count[OutcomeKind.SUPPRESSED], count[OutcomeKind.DEFERRED],
+                                  len(released))
+
+    def _released(self, notice: Notice, sending: bool) -> Outcome:
+        """The outcome of a notice whose pass :meth:`interrupt` ended: due again now."""
+        now = self.now()
+        if sending:
+            return Outcome(notice, OutcomeKind.RETRYING, now,
+                           f"the send was interrupted ({self._interrupted}); it is sent again "
+                           "under the same id", now)
+        return Outcome(notice, OutcomeKind.DEFERRED, now,
+                       f"released unsent: {self._interrupted}", now)
 
     async def _handle(self, notice: Notice) -> Outcome:
         decision = decide_notice(notice.preferences, notice.channel, notice.importance, self.now())

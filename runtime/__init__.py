@@ -56,6 +56,7 @@ from .engine import AgentRunner as AgentRunner
 from .engine import Clock as Clock
 from .engine import CommandAgent as CommandAgent
 from .engine import DigestAgent as DigestAgent
+from .engine import DrainReport as DrainReport
 from .engine import EffectGate as EffectGate
 from .engine import EffectNotApplied as EffectNotApplied
 from .engine import FakeClock as FakeClock
@@ -63,6 +64,7 @@ from .engine import LoopDied as LoopDied
 from .engine import Registry as Registry
 from .engine import RunContext as RunContext
 from .engine import ScheduleDef as ScheduleDef
+from .engine import Shutdown as Shutdown
 from .engine import Supervisor as Supervisor
 from .engine import SupervisorConfig as SupervisorConfig
 from .engine import SupervisorStatistics as SupervisorStatistics
@@ -100,6 +102,7 @@ __all__ = [
     "EffectOutcomeUnknown", "EffectGate", "EffectNotApplied", "NotFound", "StaleLease",
     "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
-    "tick", "Settings", "LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
+    "tick", "Settings", "LoopDied", "DrainReport", "Shutdown", "Supervisor", "SupervisorConfig",
+    "SupervisorStatistics",
     "Worker", "unclaimable_tasks", "load_units_file", "load_settings",
 ]

@@ -20,6 +20,9 @@ variable                        meaning                                  default
 ``WATCHKEEPER_DELIVERY_MAX_AGE`` seconds after the commit a notice may   86400
                                 still be retried
 ``WATCHKEEPER_WEBHOOK_TIMEOUT`` webhook connect/read/write timeout, s    10
+``WATCHKEEPER_DRAIN_SECONDS``   on SIGTERM, how long runs in flight may  30
+                                finish before they are interrupted and
+                                their tasks released
 ``WATCHKEEPER_UNITS_FILE``      extra unit definitions (pint syntax),    unset
                                 read by :func:`load_units_file`
 =============================== ======================================== =========
@@ -64,6 +67,7 @@ class Settings(BaseSettings):
     delivery_max_attempts: int = Field(default=8, ge=1, le=100)
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
+    drain_seconds: float = 30.0
     units_file: Path | None = None
 
     @field_validator("units_file", mode="before")
@@ -71,6 +75,21 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, value: object) -> object:
         """``WATCHKEEPER_UNITS_FILE=`` (empty) means unset, not the current directory."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("drain_seconds", mode="before")
+    @classmethod
+    def _drain_seconds(cls, value: object) -> float:
+        """Seconds, finite and >= 0 (0: interrupt the runs in flight at once)."""
+        fix = ("Fix: set WATCHKEEPER_DRAIN_SECONDS to the seconds runs in flight may take to "
+               "finish after SIGTERM, a number >= 0 such as 30 (0 interrupts them at once), "
+               "or unset it for 30.")
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"{value!r} is not a number of seconds. {fix}") from None
+        if not 0 <= seconds < float("inf"):
+            raise ValueError(f"{value!r} is not a finite number of seconds >= 0. {fix}")
+        return seconds
 
     @field_validator("schema_")
     @classmethod

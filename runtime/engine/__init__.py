@@ -8,8 +8,8 @@ answer contract (``_answer``), which supervisors are live and what they offer
 (``_fleet``), the effect gate
 (``_effects``), the output promise check (``_verify``), the outbox's PostgreSQL store
 (``_delivery_store``), operator-registered definitions (``_registry``), the records the
-engine and the use cases share (``_ledger``), and the supervisor that runs all loops
-(``_supervisor``).
+engine and the use cases share (``_ledger``), the supervisor that runs all loops
+(``_supervisor``) and its graceful shutdown (``_drain``).
 
 May import: the store, ``watchkeeper.triggers``, ``sources`` and ``outbox``, and
 ``watchkeeper.runtime._errors``. Never a use case or a door.
@@ -29,6 +29,8 @@ from ._clock import FakeClock as FakeClock
 from ._clock import SystemClock as SystemClock
 from ._command import CommandAgent as CommandAgent
 from ._delivery_store import PgDeliveryStore as PgDeliveryStore
+from ._drain import DrainReport as DrainReport
+from ._drain import Shutdown as Shutdown
 from ._effects import EffectGate as EffectGate
 from ._effects import EffectNotApplied as EffectNotApplied
 from ._fleet import SupervisorState as SupervisorState
@@ -55,7 +57,8 @@ from ._worker import Worker as Worker
 __all__ = [
     "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "BudgetGuard", "CommandAgent",
     "DigestAgent", "OccurrenceInfo", "Usage", "AnswerInvalid", "Clock", "FakeClock", "SystemClock",
-    "PgDeliveryStore", "EffectGate", "EffectNotApplied", "SupervisorState", "offered_agents",
+    "PgDeliveryStore", "DrainReport", "Shutdown", "EffectGate", "EffectNotApplied",
+    "SupervisorState", "offered_agents",
     "supervisor_states", "PollEvent", "PollReport", "poll_once",
     "Registry", "RunContext", "ScheduleDef", "register", "tick", "LoopDied", "Supervisor",
     "SupervisorConfig", "SupervisorStatistics", "close_channels", "default_channels",

@@ -92,9 +92,11 @@ class CommandAgent:
                 (the command was killed).
         """
         stderr = bytearray()
+        # a session of its own: Ctrl-C in a terminal signals the whole foreground group,
+        # and the supervisor's drain, not the signal, decides when a run is interrupted
         async with await anyio.open_process(self.argv, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE) as process:
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            start_new_session=True) as process:
             assert process.stdin and process.stdout and process.stderr
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_feed, process.stdin, context)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 
+import anyio
+
 from ..store._db import Database
 from ._admission import RunUnit, TickReport, admit
 from ._clock import Clock
@@ -74,8 +76,10 @@ async def execute_run(db: Database, clock: Clock, registry: Registry, unit: RunU
         except Exception as exc:  # noqa: BLE001 - a host callable's failure is data, not a crash
             log.exception("run %s %s failed", unit.definition_id, unit.slot)
             error = f"{type(exc).__name__}: {exc}"
-    await db.execute("occurrence_run_finished", unit.tenant_id, unit.definition_id,
-                     unit.binding_id, unit.slot, "failed" if error else "ok", clock.now(), error)
+    with anyio.CancelScope(shield=True):  # an outcome, once known, is recorded
+        await db.execute("occurrence_run_finished", unit.tenant_id, unit.definition_id,
+                         unit.binding_id, unit.slot, "failed" if error else "ok", clock.now(),
+                         error)
     return error is None
 
 

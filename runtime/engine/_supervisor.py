@@ -1,8 +1,8 @@
 """The supervisor: one anyio task group of small loops around a shared database.
 
 Loops: ``tick`` (admission), ``poll`` (conditions), ``worker-N`` (runs), ``dispatch``
-(outbox), ``clock`` (a sample of PostgreSQL's clock) and ``heartbeat``. Any number of supervisors may run
-against one database; it arbitrates every claim.
+(outbox), ``clock`` (a sample of PostgreSQL's clock) and ``heartbeat``. Any number of
+supervisors may run against one database; it arbitrates every claim.
 
 * A loop that fails with a transient error (:class:`DatabaseUnavailable`, e.g. a
   dropped connection) is restarted with backoff; after ``restart_limit``
@@ -20,6 +20,9 @@ against one database; it arbitrates every claim.
   ``clock_uncertain`` with the offset or the reason, until it is back (seed 003's
   "hold new dispatch"). Running tasks keep renewing their leases, on the anchored
   time.
+* Shutdown is a drain (:meth:`Supervisor.drain`, :mod:`._drain`): claim nothing new,
+  give what is in flight ``drain_seconds``, then interrupt what is left, record it and
+  release its leases at once; :meth:`Supervisor.drain_report` says what it did.
 * Time comes from the injected :class:`Clock`; with a :class:`FakeClock`,
   :meth:`Supervisor.wait_idle` tells a test when every loop is parked on the clock.
 """
@@ -49,11 +52,12 @@ from ._admission import RunUnit
 from ._agents import AgentCatalog
 from ._clock import AnchoredClock, Clock, DatabaseTime, TimeAuthority
 from ._delivery_store import PgDeliveryStore
+from ._drain import DrainReport, Shutdown
 from ._fleet import heartbeat_detail
 from ._poller import poll_once
 from ._registry import Registry, register
 from ._scheduler import execute_run, tick
-from ._worker import Worker
+from ._worker import TaskOutcome, Worker
 
 __all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
            "close_channels", "default_channels", "make_dispatcher"]
@@ -113,6 +117,8 @@ class SupervisorConfig:
             attempts, or when its next try would fall later than this many seconds
             after it was committed (``redeliver`` re-queues it).
         webhook_timeout: seconds for a webhook's connect, read and write.
+        drain_seconds: how long runs and delivery passes in flight may go on after a stop
+            request (:meth:`Supervisor.drain`) before they are interrupted; may be zero.
     """
 
     home: Path
@@ -132,6 +138,7 @@ class SupervisorConfig:
     delivery_max_attempts: int = 8
     delivery_max_age: float = 86400.0
     webhook_timeout: float = 10.0
+    drain_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,12 +222,25 @@ class Supervisor:
         self._changed = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._background: anyio.abc.TaskGroup | None = None
+        self._dispatchers: list[Dispatcher] = []
+        self._shutdown = Shutdown.RUNNING
+        self._drain_seconds = 0.0
+        self._drain_started = 0.0
+        self._interrupt_reason: str | None = None
+        self._drain_outcomes: list[TaskOutcome] = []
+        self._released_deliveries = 0
+        self._active: set[str] = set()  # loops still running
+        self._run_scopes: set[anyio.CancelScope] = set()  # `run` callables in flight
+        self._wake = anyio.Event()  # set when the drain starts: parked loops end
+        self._drained = anyio.Event()  # set when nothing but the heartbeat is left
 
     # ---------------------------------------------------------------- lifecycle
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Register operator definitions, start every loop, and run until cancelled
-        or :meth:`stop`. Signals readiness through ``task_status`` (``TaskGroup.start``).
+        """Register operator definitions, start every loop, and run until the drain that
+        :meth:`drain` or :meth:`stop` started has ended, or until cancelled (then what
+        is in flight is abandoned: its leases expire). Signals readiness through
+        ``task_status`` (``TaskGroup.start``).
 
         Raises:
             LoopDied: a loop kept failing.
@@ -235,8 +255,13 @@ class Supervisor:
                 self._scope, self._background = tg.cancel_scope, tg
                 for name, step, interval in self._plan():
                     self._loops.append(name)
+                    self._active.add(name)
                     tg.start_soon(self._loop, name, step, interval)
+                if self._shutdown is Shutdown.DRAINING:  # asked to drain before it started
+                    tg.start_soon(self._drain_deadline, self._drain_seconds)
                 task_status.started()
+                await self._drained.wait()
+                tg.cancel_scope.cancel()  # the heartbeat and the drain deadline
         except BaseExceptionGroup as group:
             died = group.subgroup(LoopDied)
             if died is not None:
@@ -253,10 +278,93 @@ class Supervisor:
                 except WatchkeeperError:
                     log.warning("could not record the supervisor's stop")
 
+    def drain(self, seconds: float | None = None) -> Shutdown:
+        """Shut down gracefully, one step further per call (``watchkeeper run`` calls it
+        on each SIGTERM or SIGINT); :meth:`run` returns once nothing is in flight.
+
+        1. The first call: claim nothing new (no tick admissions, polls, task claims or
+           delivery claims). Runs, delivery passes and ``run`` callables in flight go on
+           for ``seconds`` of monotonic time (default ``config.drain_seconds``; zero
+           interrupts at once), then are interrupted as in 2.
+        2. A call while draining interrupts at once: each run is cancelled and recorded
+           ``interrupted`` with the reason, and its task released (pending, lease
+           cleared) for another supervisor's next attempt, or ended when the retry rules
+           leave none (:meth:`Worker.interrupt`); delivery rows in flight are released
+           (:meth:`Dispatcher.interrupt`); a ``run`` callable is cancelled and recorded
+           ``failed`` with the reason.
+        3. A call after that cancels everything at once; what is still being recorded
+           is left to its lease's expiry, as after SIGKILL.
+
+        Returns:
+            The phase it moved to.
+
+        Raises:
+            ValueError: ``seconds`` is negative or NaN.
+        """
+        if self._shutdown is Shutdown.RUNNING:
+            seconds = self.config.drain_seconds if seconds is None else seconds
+            if not seconds >= 0:
+                raise ValueError(f"a drain of {seconds} s: give seconds >= 0 (0: interrupt at once)")
+            self._shutdown, self._drain_seconds = Shutdown.DRAINING, seconds
+            self._drain_started = self.clock.monotonic()
+            self._wake.set()
+            if seconds == 0:
+                self._interrupt("supervisor shutting down with no drain time")
+            elif self._background is not None:
+                self._background.start_soon(self._drain_deadline, seconds)
+            self._check_drained()
+        elif self._shutdown is Shutdown.DRAINING:
+            took = self.clock.monotonic() - self._drain_started
+            self._interrupt(f"supervisor shutting down: a second stop request ended the drain "
+                            f"after {took:.0f} s of {self._drain_seconds:g} s")
+        elif self._shutdown is Shutdown.INTERRUPTING:
+            self._shutdown = Shutdown.ABANDONED
+            if self._scope is not None:
+                self._scope.cancel()
+        self._notify()
+        return self._shutdown
+
     def stop(self) -> None:
-        """Cancel every loop; in-flight runs are abandoned and their leases expire."""
-        if self._scope is not None:
-            self._scope.cancel()
+        """Stop without a drain: the runs and notices in flight are interrupted at once,
+        recorded and released (:meth:`drain` with zero seconds); called again, or once a
+        drain is interrupting, cancel everything (leases still held then expire)."""
+        self.drain(0.0 if self._shutdown is Shutdown.RUNNING else None)
+
+    def drain_report(self) -> DrainReport | None:
+        """What the drain did so far; ``None`` while no stop was requested."""
+        if self._shutdown is Shutdown.RUNNING:
+            return None
+        done = tuple(self._drain_outcomes)
+        return DrainReport(self._drain_seconds, self._interrupt_reason,
+                           tuple(o for o in done if not o.interrupted),
+                           tuple(o for o in done if o.interrupted), self._released_deliveries)
+
+    async def _drain_deadline(self, seconds: float) -> None:
+        """Interrupt what is left ``seconds`` after the drain began (not after this task
+        started: the clock may have moved in between)."""
+        await self.clock.sleep(self._drain_started + seconds - self.clock.monotonic())
+        if self._shutdown is Shutdown.DRAINING:
+            self._interrupt(f"supervisor shutting down: drain deadline of {seconds:g} s passed")
+
+    def _interrupt(self, reason: str) -> None:
+        """Interrupt everything in flight now, with ``reason`` (see :meth:`drain`)."""
+        self._shutdown, self._interrupt_reason = Shutdown.INTERRUPTING, reason
+        log.warning("%s; interrupting what is in flight and releasing its leases", reason)
+        for worker in self._workers:
+            worker.interrupt(reason)
+        for dispatcher in self._dispatchers:
+            dispatcher.interrupt(reason)
+        for scope in self._run_scopes:
+            scope.cancel()
+
+    def _stops(self, name: str) -> bool:
+        """Whether loop ``name`` ends now: every loop but the heartbeat, once draining."""
+        return self._shutdown is not Shutdown.RUNNING and name != "heartbeat"
+
+    def _check_drained(self) -> None:
+        if (self._shutdown is not Shutdown.RUNNING and not self._active - {"heartbeat"}
+                and not self._run_scopes):
+            self._drained.set()
 
     def _plan(self) -> list[tuple[str, Callable[[], Awaitable[bool]], float]]:
         cfg = self.config
@@ -275,6 +383,7 @@ class Supervisor:
             self._kickable[f"worker-{index}"] = "work"
         dispatcher = make_dispatcher(cfg, self.store, self.channels, self.clock,
                                      f"{cfg.supervisor_id}/outbox")
+        self._dispatchers.append(dispatcher)
         loops.append(("dispatch", self._dispatch_step(dispatcher), cfg.poll_seconds))
         self._kickable["dispatch"] = "deliver"
         loops.append(("heartbeat", self._heartbeat_step, cfg.heartbeat_seconds))
@@ -285,8 +394,17 @@ class Supervisor:
     # ---------------------------------------------------------------- loop machinery
 
     async def _loop(self, name: str, step: Callable[[], Awaitable[bool]], interval: float) -> None:
+        try:
+            await self._steps(name, step, interval)
+        finally:
+            self._active.discard(name)
+            self._check_drained()
+            self._notify()
+
+    async def _steps(self, name: str, step: Callable[[], Awaitable[bool]], interval: float) -> None:
+        """Run ``step`` again and again (at once while it is busy) until a drain starts."""
         failures = 0
-        while True:
+        while not self._stops(name):
             try:
                 busy = await step()
             except DatabaseUnavailable as exc:
@@ -305,12 +423,13 @@ class Supervisor:
             failures = 0
             self._dead.discard(name)
             self._notify()
-            if not busy:
+            if not busy and not self._stops(name):
                 await self._sleep(name, interval)
 
     async def _sleep(self, name: str, seconds: float) -> None:
         """Park ``name`` on the clock for ``seconds``, or until its kick (new work in
-        this process) fires, whichever comes first."""
+        this process) fires or a drain starts (the heartbeat goes on), whichever comes
+        first."""
         self._parked[name] = self.clock.monotonic() + seconds
         self._notify()
         kick = self._kicks.get(self._kickable.get(name, ""))
@@ -318,6 +437,8 @@ class Supervisor:
             async with anyio.create_task_group() as tg:
                 if kick is not None:
                     tg.start_soon(self._cancel_on, kick, tg.cancel_scope)
+                if name != "heartbeat":
+                    tg.start_soon(self._cancel_on, self._wake, tg.cancel_scope)
                 # awaited in this task so the clock registers the sleeper before any
                 # other task runs (a fake clock must see it before the next advance)
                 await self.clock.sleep(seconds)
@@ -354,7 +475,7 @@ class Supervisor:
     def _idle(self, but_workers: bool = False) -> bool:
         now = self.clock.monotonic()
         return bool(self._loops) and all(
-            name in self._parked and self._parked[name] > now for name in self._loops
+            name in self._parked and self._parked[name] > now for name in self._active
             if not (but_workers and name.startswith("worker-")))
 
     async def wait_until(self, predicate: Callable[[SupervisorStatistics], bool]) -> SupervisorStatistics:
@@ -395,8 +516,7 @@ class Supervisor:
         if report.admitted:
             self._kick("work")
         for unit in report.runs:
-            assert self._background is not None
-            self._background.start_soon(self._execute_run, unit)
+            self._start_run(unit)
         return False
 
     async def _poll_step(self) -> bool:
@@ -415,8 +535,30 @@ class Supervisor:
             self._kick("work")
         return report.claimed >= self.config.poll_batch
 
-    async def _execute_run(self, unit: RunUnit) -> None:
-        await execute_run(self.db, self.clock, self.registry, unit)
+    def _start_run(self, unit: RunUnit) -> None:
+        """Run a claimed ``run`` callable in the background; a drain waits for it and
+        its interruption cancels it (recorded ``failed`` with the reason)."""
+        assert self._background is not None
+        scope = anyio.CancelScope()
+        self._run_scopes.add(scope)  # now, so a drain that starts before it does waits
+        if self._interrupt_reason is not None:
+            scope.cancel()
+        self._background.start_soon(self._execute_run, unit, scope)
+
+    async def _execute_run(self, unit: RunUnit, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                await execute_run(self.db, self.clock, self.registry, unit)
+            if scope.cancelled_caught:
+                await self.db.execute("occurrence_run_finished", unit.tenant_id,
+                                      unit.definition_id, unit.binding_id, unit.slot, "failed",
+                                      self.clock.now(), f"interrupted: {self._interrupt_reason}")
+        except WatchkeeperError as exc:
+            log.warning("run %s %s: could not record its interruption: %s", unit.definition_id,
+                        unit.slot, exc)
+        finally:
+            self._run_scopes.discard(scope)
+            self._check_drained()
 
     def _worker_step(self, worker: Worker) -> Callable[[], Awaitable[bool]]:
         async def step() -> bool:
@@ -426,6 +568,8 @@ class Supervisor:
             if outcome is None:
                 return False
             self._outcomes[outcome.status] += 1
+            if self._shutdown is not Shutdown.RUNNING:  # in flight when the drain began
+                self._drain_outcomes.append(outcome)
             if outcome.status == "completed":
                 self._kick("deliver")
             if outcome.status != "pending":
@@ -437,6 +581,7 @@ class Supervisor:
         async def step() -> bool:
             stats = await dispatcher.dispatch_once()
             self._deliveries += stats.delivered
+            self._released_deliveries += stats.released
             for kind in ("delivered", "retrying", "dead", "suppressed", "deferred"):
                 if getattr(stats, kind):
                     self._delivery_outcomes[kind] += getattr(stats, kind)
@@ -445,7 +590,9 @@ class Supervisor:
 
     async def _heartbeat_step(self) -> bool:
         if not self._dead:
-            await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
+            await self._heartbeat_once(
+                "draining" if self._shutdown is not Shutdown.RUNNING
+                else "clock_uncertain" if self._uncertain else "running")
         return False
 
     async def _heartbeat_once(self, status: str) -> None:

@@ -27,6 +27,12 @@ deadline, verify the output promise, and commit the report while the token is cu
   artifact path, a count past ``bigint``) fails the task without another attempt.
   Reasons are made storable (:func:`storable_reason`: NUL and lone surrogates escaped,
   cut at :data:`REASON_LIMIT` characters), as they quote agents' messages.
+* :meth:`Worker.interrupt` (a supervisor shutting down) cancels the run in hand at
+  once: the run is recorded ``interrupted`` with the reason and the task is released
+  (pending, claimable now, lease cleared) for another worker's next attempt, within the
+  task's deadline and ``max_attempts`` as for a failed run (no backoff: nothing failed);
+  with no attempt or time left it ends ``failed`` or ``timed_out`` instead. A killed
+  process releases nothing: its leases expire and are taken over.
 * One task's trouble never stops the worker: a non-transient database error
   (:class:`StoreError`) while handling a task fails that task with the error as its
   reason (or, if even that is refused, a fixed one), and the worker carries on. Only a
@@ -106,7 +112,9 @@ class TaskOutcome:
     ``status`` is the task status it left (``completed``, ``pending`` for a retry,
     ``failed``, ...), ``stale`` when its token was no longer current, or ``unrecorded``
     when the database refused every way of recording the outcome (the task stays
-    ``running`` until its lease expires and is taken over).
+    ``running`` until its lease expires and is taken over). ``interrupted``: the run was
+    cut short by :meth:`Worker.interrupt` (``status`` is then ``pending`` when the task
+    was released for another attempt, else how it ended).
     """
 
     tenant_id: str
@@ -114,13 +122,14 @@ class TaskOutcome:
     attempt: int
     status: str
     reason: str
+    interrupted: bool = False
 
 
 @dataclass
 class _Ending:
     result: AgentResult | None = None
     error: BaseException | None = None
-    stop: str | None = None  # "timed_out" | "cancelled" | "lease_lost"
+    stop: str | None = None  # "timed_out" | "cancelled" | "lease_lost" | "interrupted"
 
 
 class Worker:
@@ -149,14 +158,31 @@ class Worker:
         self.retry_base, self.retry_cap = retry_base, retry_cap
         self.takeovers = 0
         """Expired leases this worker took over (a counter for ``/metrics``)."""
+        self._interrupted: str | None = None
+        self._current: tuple[_Ending, anyio.CancelScope] | None = None
+
+    def interrupt(self, reason: str) -> None:
+        """Stop now, for good: cancel the agent run in hand (recorded ``interrupted`` with
+        ``reason``, its task released for another attempt; see the module docstring) and
+        claim nothing more (:meth:`run_once` returns ``None``). A run whose agent already
+        returned is committed as usual. Safe to call at any time, also from another
+        task, and more than once (the first reason is kept)."""
+        self._interrupted = self._interrupted or reason
+        if self._current is not None:
+            ending, scope = self._current
+            if ending.stop is None and ending.result is None and ending.error is None:
+                ending.stop = "interrupted"
+            scope.cancel()
 
     async def run_once(self) -> TaskOutcome | None:
         """Claim one task (an expired lease first, else a due pending one) and handle it;
         with nothing to claim, apply the lateness policy to one task that waited past its
         ``expires_at`` for an agent nobody offers (:meth:`expire_unclaimable`).
 
-        Returns ``None`` when there was nothing to do.
+        Returns ``None`` when there was nothing to do, or once :meth:`interrupt` was called.
         """
+        if self._interrupted is not None:
+            return None
         task = await self.claim()
         if task is None:
             return await self.expire_unclaimable()
@@ -379,9 +405,14 @@ class Worker:
 
     async def _supervised(self, task: Mapping[str, Any], run: Any, ctx: AgentContext,
                           remaining: float) -> _Ending:
-        """Run the agent beside the lease renewal loop and the deadline watchdog."""
+        """Run the agent beside the lease renewal loop and the deadline watchdog, until
+        one of them ends it or :meth:`interrupt` does."""
         ending = _Ending()
+        if self._interrupted is not None:  # interrupted between the claim and the start
+            ending.stop = "interrupted"
+            return ending
         async with anyio.create_task_group() as tg:
+            self._current = (ending, tg.cancel_scope)
 
             async def body() -> None:
                 try:
@@ -399,6 +430,7 @@ class Worker:
             tg.start_soon(body)
             tg.start_soon(stop_after, "timed_out", self.clock.sleep(remaining))
             tg.start_soon(self._renew, task, ending, tg.cancel_scope)
+        self._current = None  # (left set if the group raised: interrupting it then is harmless)
         return ending
 
     async def _renew(self, task: Mapping[str, Any], ending: _Ending, scope: anyio.CancelScope) -> None:
@@ -428,10 +460,33 @@ class Worker:
         if stop == "lease_lost":
             await self._close_run(task, run_id, "lease_lost", "lease lost during the run", usage)
             return self._outcome(task, "stale", "lease lost during the run")
+        if stop == "interrupted":
+            return await self._release(task, run_id, usage)
         reason = ("the task deadline passed" if stop == "timed_out"
                   else "cancellation requested")
         await self._close_run(task, run_id, stop, reason, usage)
         return await self._finish(task, stop, reason)
+
+    async def _release(self, task: Mapping[str, Any], run_id: int, usage: Usage) -> TaskOutcome:
+        """The run was interrupted: record it so, then give the task back for its next
+        attempt at once, or end it when the retry rules leave none (the last of
+        ``max_attempts``: ``failed``; past its deadline: ``timed_out``)."""
+        reason = storable_reason(self._interrupted or "interrupted")
+        await self._close_run(task, run_id, "interrupted", reason, usage)
+        attempts, most = task["attempts"], task["max_attempts"]
+        if attempts >= most:
+            outcome = await self._finish(task, "failed", f"{reason}; that was attempt {attempts} "
+                                         f"of {most}, so it is not retried")
+        elif task["deadline_at"] is not None and self.clock.now() >= task["deadline_at"]:
+            outcome = await self._finish(task, "timed_out", f"{reason}; the task deadline "
+                                         "passed, so it is not retried")
+        elif await self.db.fetchval("task_release", task["tenant_id"], task["task_id"],
+                                    task["lease_token"], self.clock.now(),
+                                    storable_reason(f"released for another attempt: {reason}")) is None:
+            return self._outcome(task, "stale", "lease lost before the release was recorded")
+        else:
+            outcome = self._outcome(task, "pending", reason)
+        return replace(outcome, interrupted=outcome.status != "stale")
 
     async def _failed(self, task: Mapping[str, Any], run_id: int, error: BaseException,
                       usage: Usage) -> TaskOutcome:

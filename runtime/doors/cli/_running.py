@@ -15,7 +15,15 @@ import pydantic
 import typer
 from rich.markup import escape
 
-from watchkeeper.runtime import Database, Settings, Supervisor, SystemClock, WatchkeeperError
+from watchkeeper.runtime import (
+    Database,
+    Settings,
+    Shutdown,
+    Supervisor,
+    SupervisorStatistics,
+    SystemClock,
+    WatchkeeperError,
+)
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.sources import SeriesError, SeriesSource
 from watchkeeper.triggers import SpecError, format_utc
@@ -55,15 +63,17 @@ def run_cmd(
     sources: Annotated[str | None, typer.Option(help=_SOURCES_HELP)] = None,
     series: Annotated[list[str], typer.Option(help=_SERIES_HELP)] = [],  # noqa: B006
 ) -> None:
-    """Run the supervisor until SIGINT/SIGTERM."""
+    """Run the supervisor until SIGTERM or SIGINT, which drain it: nothing new is claimed,
+    runs in flight get WATCHKEEPER_DRAIN_SECONDS to finish, then the rest are interrupted
+    and their tasks released for another supervisor; a second signal interrupts at once."""
     registry, catalog = schedules_from(schedules), agents_from(agent)
     found = sources_from(sources, series)
 
-    async def run(db: Database, config: Settings) -> Any:
+    async def run(db: Database, config: Settings) -> tuple[SupervisorStatistics, Supervisor]:
         supervisor = Supervisor(db, SystemClock(), uc.supervisor_config(config, workers=workers),
                                 registry=registry, agents=catalog, sources=found)
         err.print(f"supervisor {supervisor.config.supervisor_id} running "
-                  f"({supervisor.config.workers} workers); Ctrl-C to stop")
+                  f"({supervisor.config.workers} workers); Ctrl-C or SIGTERM to stop")
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_stop_on_signal, supervisor)
@@ -73,9 +83,12 @@ def run_cmd(
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             raise _first_error(group) from group
-        return supervisor.statistics()
+        return supervisor.statistics(), supervisor
     logging.getLogger("watchkeeper").setLevel(logging.INFO)
-    stats = with_db(run)
+    stats, supervisor = with_db(run)
+    report = supervisor.drain_report()
+    if report is not None:
+        err.print(report.summary(), highlight=False)
     err.print(f"stopped: {stats.ticks} ticks, {stats.polls} polls ({stats.fires} fired), "
               f"{stats.admitted} admitted, "
               f"task outcomes {stats.task_outcomes}, {stats.deliveries} notices delivered, "
@@ -93,11 +106,24 @@ def _first_error(group: BaseExceptionGroup) -> BaseException:
 
 
 async def _stop_on_signal(supervisor: Supervisor) -> None:
+    """Each SIGTERM / SIGINT takes the supervisor one step further in its shutdown."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
-            err.print("stopping...")
-            supervisor.stop()
-            return
+            err.print(shutdown_note(supervisor), highlight=False)
+
+
+def shutdown_note(supervisor: Supervisor) -> str:
+    """Move ``supervisor`` one step on in its shutdown (:meth:`Supervisor.drain`) and
+    say what that does (``run`` and ``serve`` print it on each signal)."""
+    phase = supervisor.drain()
+    if phase is Shutdown.DRAINING:
+        return (f"draining: claiming nothing new; runs in flight have "
+                f"{supervisor.config.drain_seconds:g} s to finish (signal again to interrupt "
+                "them now)")
+    if phase is Shutdown.INTERRUPTING:
+        return ("interrupting the runs in flight: each is recorded interrupted and its task "
+                "released for another attempt (signal again to stop at once)")
+    return "stopping at once: what is still in flight keeps its lease until it expires"
 
 
 @app.command("tick")

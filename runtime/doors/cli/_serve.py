@@ -20,6 +20,7 @@ from watchkeeper.triggers import SpecError
 
 from ._app import app, emit_json, err, keys_app, out, with_db, write
 from ._loading import agents_from, schedules_from, sources_from
+from ._running import shutdown_note
 
 __all__: list[str] = []
 
@@ -66,11 +67,11 @@ def serve_cmd(
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the MCP tools
     (streamable HTTP at /mcp, Bearer agent key) and, by default, run the supervisor in
-    the same process, until SIGTERM / SIGINT."""
+    the same process, until SIGTERM / SIGINT (the supervisor drains as in ``run``)."""
     registry, catalog = schedules_from(schedules), agents_from(agent)
     found = sources_from(sources, series)
 
-    async def run(db: Database, config: Settings) -> None:
+    async def run(db: Database, config: Settings) -> Supervisor | None:
         clock = SystemClock()
         engine = Supervisor(db, clock, uc.supervisor_config(config, workers=workers),
                             registry=registry, agents=catalog, sources=found) if supervisor else None
@@ -92,23 +93,30 @@ def serve_cmd(
                     outer.start_soon(uc.keep_database_clock, db, api_clock)
                 await server.settled.wait()
                 if not server.started:
-                    return  # run_until_stopped raises why
+                    return None  # run_until_stopped raises why
                 bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
                 where = ", ".join(f"http://{h}:{p}" for h, p, *_ in bound) or f"{host}:{port}"
                 err.print(f"serving {where} (history page at /, docs at /docs, MCP at /mcp)"
                           + (f"; supervisor {engine.config.supervisor_id}" if engine else
                              "; no supervisor") + "; Ctrl-C to stop")
             outer.cancel_scope.cancel()  # the server and the supervisor have stopped
+        return engine
     logging.getLogger("watchkeeper").setLevel(logging.INFO)
-    with_db(run)
+    engine = with_db(run)
+    report = engine.drain_report() if engine is not None else None
+    if report is not None:
+        err.print(report.summary(), highlight=False)
     err.print("stopped")
 
 
 async def _stop_on_signal(server: uvicorn.Server, engine: Supervisor | None) -> None:
-    """First SIGTERM/SIGINT: stop accepting, finish in-flight requests, stop the
-    supervisor; a second one: stop the server at once."""
+    """First SIGTERM/SIGINT: stop accepting, finish in-flight requests, drain the
+    supervisor; a second one: stop the server at once and interrupt the supervisor's runs
+    (each signal takes the supervisor one step on, as in ``run``)."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
+            if engine is not None:
+                err.print(shutdown_note(engine), highlight=False)
             if server.should_exit:
                 server.force_exit = True
                 continue
@@ -116,8 +124,6 @@ async def _stop_on_signal(server: uvicorn.Server, engine: Supervisor | None) -> 
             # uvicorn's own handler sets should_exit; sse-starlette wraps it to end the
             # open event streams (an MCP session's GET stream) instead of waiting on them
             server.handle_exit(signum, None)
-            if engine is not None:
-                engine.stop()
 
 
 @keys_app.command("create")

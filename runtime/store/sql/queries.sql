@@ -490,6 +490,17 @@ SET status = 'pending', status_reason = $5, not_before = $4, lease_owner = NULL,
 WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
 RETURNING task_id;
 
+-- name: task_release
+-- Fenced: a run interrupted by a supervisor's shutdown gives its task back at once:
+-- pending and claimable now ($4: not_before is never later than that), the lease
+-- cleared, so another worker claims it as the next attempt without waiting for the
+-- lease to expire.
+UPDATE tasks
+SET status = 'pending', status_reason = $5, not_before = least(not_before, $4),
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+RETURNING task_id;
+
 -- name: tasks_release_held
 -- queue_one: the task held behind a finished one may now be claimed.
 UPDATE tasks SET status = 'pending', status_reason = 'the previous task ended'
