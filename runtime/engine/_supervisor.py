@@ -4,10 +4,13 @@ Loops: ``tick`` (admission), ``poll`` (conditions), ``worker-N`` (runs), ``dispa
 (outbox), ``clock`` (a sample of PostgreSQL's clock) and ``heartbeat``. Any number of
 supervisors may run against one database; it arbitrates every claim.
 
-* A loop that fails with a transient error (:class:`DatabaseUnavailable`, e.g. a
-  dropped connection) is restarted with backoff; after ``restart_limit``
-  consecutive failures :class:`LoopDied` takes the whole supervisor down. While any
-  loop is down the heartbeat is not written, so a dead loop never looks alive.
+* A loop that fails with a transient error (:class:`DatabaseUnavailable`: a dropped
+  connection, a restarting or unreachable server, terminated backends) is restarted
+  with capped exponential backoff (1 s doubling up to 30 s) for as long as it takes;
+  the pool reconnects on its own. Only with a ``restart_limit`` set does
+  :class:`LoopDied` take the supervisor down after that many consecutive failures.
+  While any loop is down the heartbeat is not written, so a dead loop never looks
+  alive.
 * PostgreSQL's clock is the authority (DESIGN "Runs, leases, fencing, clocks"): every
   loop, worker and the outbox run on an :class:`AnchoredClock` — the database's time
   at the last sample (every ``skew_check_seconds``) plus this host's monotonic time
@@ -117,6 +120,9 @@ class SupervisorConfig:
             attempts, or when its next try would fall later than this many seconds
             after it was committed (``redeliver`` re-queues it).
         webhook_timeout: seconds for a webhook's connect, read and write.
+        restart_limit: consecutive failures of one loop after which :class:`LoopDied`
+            stops the supervisor; ``None`` (the default): restart it for as long as
+            the database stays away.
         drain_seconds: how long runs and delivery passes in flight may go on after a stop
             request (:meth:`Supervisor.drain`) before they are interrupted; may be zero.
     """
@@ -133,7 +139,7 @@ class SupervisorConfig:
     skew_check_seconds: float = 10.0
     batch_size: int = 1000
     poll_batch: int = 200
-    restart_limit: int = 5
+    restart_limit: int | None = None
     retry_base: float = 2.0
     delivery_max_attempts: int = 8
     delivery_max_age: float = 86400.0
@@ -412,7 +418,8 @@ class Supervisor:
                 self._dead.add(name)
                 self._restarts[name] += 1
                 self._notify()
-                if failures > self.config.restart_limit:
+                limit = self.config.restart_limit
+                if limit is not None and failures > limit:
                     raise LoopDied(name, exc) from exc
                 delay = backoff_seconds(failures, base=1.0, cap=30.0)
                 log.warning("loop %s failed (%s); restarting in %.1f s", name, exc, delay)

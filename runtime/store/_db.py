@@ -106,6 +106,9 @@ _TRANSIENT = (
     asyncpg.exceptions.DeadlockDetectedError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.InterfaceError,
+    # a backend terminated while a statement starts on it leaves that connection
+    # unusable ("cannot switch to state ...; another operation is in progress")
+    asyncpg.exceptions.InternalClientError,
     ConnectionError,
     OSError,
     TimeoutError,
