@@ -70,13 +70,18 @@ class CommitOutcomeUnknown(DatabaseUnavailable):
     Attributes:
         backend_pid, backend_start: the server session that held the transaction
             (``None`` if unknown), so it can be ended before the read-back.
+        transaction_start: behind a transaction pooler, the transaction's own start
+            (``now()`` inside it; ``None`` on a direct session): the server session
+            is ended only while it is still inside that transaction, never once the
+            pooler has handed it to other work.
     """
 
     def __init__(self, message: str, backend_pid: int | None = None,
-                 backend_start: object = None) -> None:
+                 backend_start: object = None, transaction_start: object = None) -> None:
         super().__init__(message)
         self.backend_pid = backend_pid
         self.backend_start = backend_start
+        self.transaction_start = transaction_start
 
 
 class StaleLease(WatchkeeperError):

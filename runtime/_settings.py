@@ -8,6 +8,9 @@ variable                        meaning                                  default
                                 deliveries, artifacts                    dir
 ``WATCHKEEPER_SCHEMA``          the PostgreSQL schema of every table     watchkeeper
                                 watchkeeper creates (never ``public``)
+``WATCHKEEPER_POOLER``          what a connection is on the server:      auto
+                                ``session``, ``transaction`` or ``auto``
+                                (a probe at start; :class:`~.store.Pooler`)
 ``WATCHKEEPER_TOKEN``           a user's API token (confirm, pause, ...) unset
 ``WATCHKEEPER_AGENT_KEY``       the agent key ``watchkeeper mcp`` acts   unset
                                 as (``wk_agent_...``)
@@ -39,7 +42,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from watchkeeper.triggers import MAX_UNITS_TEXT, SpecError, define_units
 
 from ._errors import ConfigError
-from .store._db import DEFAULT_SCHEMA, check_schema
+from .store._db import DEFAULT_SCHEMA, Pooler, check_schema
 from .store._embedded import default_home
 
 __all__ = ["Settings", "load_settings", "load_units_file"]
@@ -57,6 +60,7 @@ class Settings(BaseSettings):
     # one alias is the variable's full name (an alias is also read as an environment
     # variable: a bare "schema" would pick up an unrelated SCHEMA).
     schema_: str = Field(default=DEFAULT_SCHEMA, validation_alias="WATCHKEEPER_SCHEMA")
+    pooler: Pooler = Pooler.AUTO
     token: str | None = None
     agent_key: str | None = None
     min_interval: float = Field(default=60.0, gt=0)

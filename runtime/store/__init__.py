@@ -17,6 +17,7 @@ from ._db import Connection as Connection
 from ._db import Database as Database
 from ._db import JsonText as JsonText
 from ._db import Migration as Migration
+from ._db import Pooler as Pooler
 from ._db import StoreError as StoreError
 from ._db import check_schema as check_schema
 from ._db import migrations as migrations
@@ -28,5 +29,6 @@ from ._specs import spec_from_json as spec_from_json
 from ._specs import spec_from_row as spec_from_row
 
 __all__ = ["DEFAULT_SCHEMA", "Connection", "Database", "EmbeddedPostgresError", "JsonText",
-           "Migration", "StoreError", "check_schema", "default_home", "embedded_postgres",
-           "migrations", "server_settings", "spec_from_json", "spec_from_row"]
+           "Migration", "Pooler", "StoreError", "check_schema", "default_home",
+           "embedded_postgres", "migrations", "server_settings", "spec_from_json",
+           "spec_from_row"]

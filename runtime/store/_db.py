@@ -8,38 +8,54 @@ translated here (:func:`translated`) and never leave :mod:`runtime`.
 Everything watchkeeper creates lives in one schema of its own (``watchkeeper`` unless
 ``WATCHKEEPER_SCHEMA`` says otherwise), never in ``public``, so it can share an
 application's database. The mechanism is the connection's ``search_path``, sent as a
-startup parameter (:func:`server_settings`) rather than a ``SET`` after connecting: a
-pooler such as PgBouncer in transaction mode can carry a startup parameter to every
-server connection it hands out (``track_extra_parameters``), never a ``SET`` made on one
-of them. Every pooled connection checks on arrival that the setting reached the server
-(:class:`ConfigError` if not), so a pooler that drops it cannot make watchkeeper write
-into ``public``. The search path names only our schema: an unqualified name never
-falls back to an application's table of the same name (``users``, ``tasks``, ...).
+startup parameter (:func:`server_settings`) rather than a ``SET`` after connecting.
+Every pooled connection checks on arrival that the setting reached the server
+(:class:`ConfigError` if not), so something in between that drops it cannot make
+watchkeeper write into ``public``. The search path names only our schema: an
+unqualified name never falls back to an application's table of the same name
+(``users``, ``tasks``, ...).
+
+Behind a pooler in transaction mode (PgBouncer ``pool_mode = transaction``,
+:class:`Pooler`) a client connection is a server session only for the length of one
+transaction, and the next transaction may run on a session another client used. So
+nothing may outlive a transaction there: the statement cache is off (no named prepared
+statements), the search path is set by every transaction for itself (``set_config(...,
+true)``: PgBouncer before 1.20 refuses it as a startup parameter, and no pooler carries
+a ``SET`` from one transaction to the next), a statement outside a transaction gets a
+transaction of its own for that, the admission staging tables are created (if missing)
+by the transaction that fills them, migrations run in one transaction under a
+transaction-scoped advisory lock, and a lost COMMIT is settled by the transaction's own
+server session and start, never by a session the pooler may since have handed to other
+work. A direct session keeps its statement cache and pays for none of this.
+:meth:`Database.open` tells the two apart by the server pid: the one a connection
+announces at startup is its own session's on PostgreSQL, a pooler's invention behind one.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from .._errors import CommitOutcomeUnknown, ConfigError, DatabaseUnavailable, WatchkeeperError
 from . import _legacy
 
-__all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "StoreError", "check_schema", "load_queries",
-           "migration_lock_key", "migrations", "server_settings", "translated"]
+__all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "Pooler", "StoreError", "check_schema",
+           "load_queries", "migration_lock_key", "migrations", "server_settings", "translated"]
 
 log = logging.getLogger("watchkeeper.store")
+T = TypeVar("T")
 
 DEFAULT_SCHEMA = "watchkeeper"
 # matched whole (fullmatch): "$" would also match before a final newline
@@ -50,6 +66,22 @@ _IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are silentl
 
 class StoreError(WatchkeeperError):
     """PostgreSQL rejected a statement for a reason that retrying will not fix."""
+
+
+class Pooler(enum.StrEnum):
+    """What a client connection is on the server (``WATCHKEEPER_POOLER``).
+
+    ``SESSION``: one server session for the connection's whole life (PostgreSQL itself,
+    or a pooler in session mode). ``TRANSACTION``: a server session only for the length
+    of each transaction (PgBouncer ``pool_mode = transaction``; the module docstring
+    says what changes). ``AUTO``: :meth:`Database.open` decides on a probe connection:
+    ``TRANSACTION`` when the server pid differs from the one announced at startup, else
+    ``SESSION``.
+    """
+
+    AUTO = "auto"
+    SESSION = "session"
+    TRANSACTION = "transaction"
 
 
 def check_schema(name: str) -> str:
@@ -97,6 +129,8 @@ def migration_lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+# PgBouncer's words when it refuses a transaction block (pool_mode = statement)
+_STATEMENT_POOLING = "transaction blocks not allowed in statement pooling mode"
 _TRANSIENT = (
     asyncpg.exceptions.ConnectionDoesNotExistError,
     asyncpg.exceptions.ConnectionFailureError,
@@ -120,6 +154,8 @@ def translated(what: str) -> Iterator[None]:
     """Translate asyncpg and socket errors raised inside into runtime errors.
 
     Raises:
+        ConfigError: a pooler in statement mode refused a transaction (names its
+            ``pool_mode`` setting).
         DatabaseUnavailable: connection-level or retryable failures.
         StoreError: any other PostgreSQL error.
     """
@@ -128,6 +164,11 @@ def translated(what: str) -> Iterator[None]:
     except WatchkeeperError:
         raise
     except _TRANSIENT as exc:
+        if _STATEMENT_POOLING in str(exc):
+            raise ConfigError(
+                f"{what}: the pooler in front of PostgreSQL says: {exc}. Fix: set pool_mode = "
+                "transaction (or session) for watchkeeper's database in pgbouncer.ini: "
+                "watchkeeper needs transactions.") from exc
         raise DatabaseUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
     except asyncpg.PostgresError as exc:
         raise StoreError(f"{what}: {exc}") from exc
@@ -202,32 +243,42 @@ _BACKENDS: dict[int, datetime] = {}
 """Server pid -> backend_start of this process's connections (to settle a lost COMMIT)."""
 
 
-async def _init_connection(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> None:
+async def _init_connection(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA, *,
+                           pooler: Pooler = Pooler.SESSION) -> None:
     """Prepare a new pooled connection: check its search path, then
-    :func:`_prepare_connection`.
+    :func:`_prepare_connection`. Behind a transaction pooler only the codecs: the server
+    session seen now is not the one later transactions run on.
 
     Raises:
         ConfigError: the ``search_path`` startup parameter did not reach the server.
     """
+    if pooler is Pooler.TRANSACTION:
+        await _register_codecs(conn)
+        return
     expected = server_settings(schema)["search_path"]
     actual = await conn.fetchval(QUERIES["search_path"])
     if actual != expected:
         raise ConfigError(
             f"the connection's search_path is {actual!r}, not {expected!r}: something between "
             "watchkeeper and PostgreSQL dropped or replaced the startup parameter. Fix: remove "
-            "search_path and options from DATABASE_URL; behind PgBouncer set "
-            "track_extra_parameters = search_path (1.20+) and keep search_path out of "
-            "ignore_startup_parameters.")
+            "search_path and options from DATABASE_URL; behind a pooler in transaction mode "
+            "unset WATCHKEEPER_POOLER (or set it to transaction); behind PgBouncer in session "
+            "mode set track_extra_parameters = search_path (1.20+) and keep search_path out "
+            "of ignore_startup_parameters.")
     await _prepare_connection(conn)
 
 
-async def _prepare_connection(conn: asyncpg.Connection) -> None:
-    """Codecs, the session's identity (for a lost COMMIT) and its staging tables."""
+async def _register_codecs(conn: asyncpg.Connection) -> None:
     # jsonb's binary wire format is a version byte (1) and the JSON text; binary lets the
     # COPY-based admission staging carry jsonb values too.
     await conn.set_type_codec("jsonb", encoder=_jsonb_encode, decoder=_jsonb_decode,
                               schema="pg_catalog", format="binary")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def _prepare_connection(conn: asyncpg.Connection) -> None:
+    """Codecs, the session's identity (for a lost COMMIT) and its staging tables."""
+    await _register_codecs(conn)
     row = await conn.fetchrow(QUERIES["backend_identity"])
     if row is not None:
         _BACKENDS[row["pid"]] = row["backend_start"]
@@ -242,14 +293,18 @@ class Database:
     ``queries.sql`` and positional parameters.
     """
 
-    def __init__(self, pool: asyncpg.Pool, schema: str = DEFAULT_SCHEMA) -> None:
+    def __init__(self, pool: asyncpg.Pool, schema: str = DEFAULT_SCHEMA,
+                 pooler: Pooler = Pooler.SESSION) -> None:
         self.pool = pool
         self.schema = schema
+        self.pooler = pooler
+        """``SESSION`` or ``TRANSACTION``: what :meth:`open` found or was told."""
 
     @classmethod
     @asynccontextmanager
     async def open(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
-                   max_size: int = 10, migrate: bool = True) -> AsyncIterator[Database]:
+                   max_size: int = 10, migrate: bool = True,
+                   pooler: Pooler | str = Pooler.AUTO) -> AsyncIterator[Database]:
         """Connect, optionally apply migrations, yield, and close.
 
         Args:
@@ -257,26 +312,37 @@ class Database:
             schema: where every watchkeeper table lives (:func:`check_schema`); created
                 by the migration if missing, with an install of the first release moved
                 into it out of ``public`` (:mod:`._legacy`).
+            pooler: what a connection is on the server (:class:`Pooler` or its value);
+                ``auto`` and ``transaction`` cost one probe connection before the pool
+                is made, ``session`` none.
 
         Raises:
             ConfigError: bad configuration, with the fix in the message: an invalid
-                ``schema``, an unparsable DSN, a database that does not exist, a login
-                refused, a role not allowed to connect or to create the schema or its
-                tables, a pooler that drops ``search_path``.
+                ``schema`` or ``pooler``, an unparsable DSN, a database that does not
+                exist, a login refused, a role not allowed to connect or to create the
+                schema or its tables, a pooler that drops ``search_path``, a pooler in
+                statement mode, ``track_activities`` off behind a transaction pooler.
             DatabaseUnavailable: the server cannot be reached (refused, timed out, host
                 not resolved, too many connections, starting up or shutting down).
         """
-        init = functools.partial(_init_connection, schema=check_schema(schema))
+        check_schema(schema)
+        found = _pooler(pooler)
+        if found is not Pooler.SESSION:
+            with _connecting():
+                found = await _probe(dsn, found)
+        pooled = found is Pooler.TRANSACTION
+        init = functools.partial(_init_connection, schema=schema, pooler=found)
         with _connecting():
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, init=init,
-                server_settings=server_settings(schema), command_timeout=60,
+                dsn, min_size=min_size, max_size=max_size, init=init, command_timeout=60,
+                server_settings=None if pooled else server_settings(schema),
+                statement_cache_size=0 if pooled else 100,  # asyncpg's default
             )
         assert pool is not None
         try:
             with _connecting():  # with min_size=0 the first connection is made here
                 await pool.release(await pool.acquire())
-            db = cls(pool, schema)
+            db = cls(pool, schema, found)
             if migrate:
                 await db.migrate()
             yield db
@@ -296,15 +362,16 @@ class Database:
                 relation of the same name as one of ours that is not ours.
         """
         async with self.connection() as conn:
-            return await _migrate(conn, self.schema)
+            return await _migrate(conn, self.schema, pooled=self.pooler is Pooler.TRANSACTION)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
-        """Acquire one connection from the pool."""
+        """Acquire one connection from the pool (behind a transaction pooler, a server
+        session only within each of its transactions)."""
         with translated("acquire"):
             raw = await self.pool.acquire()
         try:
-            yield Connection(raw)
+            yield Connection(raw, self.schema if self.pooler is Pooler.TRANSACTION else None)
         finally:
             with translated("release"):
                 await self.pool.release(raw)
@@ -347,14 +414,25 @@ class Database:
         contradicted a moment later. Ending that session (``pg_terminate_backend`` with
         a wait) fixes the outcome: committed if COMMIT was processed, else rolled back.
 
+        Behind a transaction pooler the session is ended only while it is still inside
+        the lost transaction (its pid and ``xact_start``,
+        :attr:`CommitOutcomeUnknown.transaction_start`): once out of it the outcome is
+        final already, and the pooler may have handed the session to other work. (One
+        that leaves the transaction in the instant between the check and the signal is
+        ended all the same; its next client sees a dropped connection, a retryable error.)
+
         Raises:
             DatabaseUnavailable: the old session could not be confirmed gone.
         """
-        if lost.backend_pid is None or lost.backend_start is None:
+        since = lost.backend_start if lost.transaction_start is None else lost.transaction_start
+        if lost.backend_pid is None or since is None:
             raise DatabaseUnavailable("cannot settle a lost COMMIT: unknown server session")
+        terminate, alive = (("backend_terminate", "backend_alive")
+                            if lost.transaction_start is None
+                            else ("transaction_terminate", "transaction_alive"))
         for _ in range(3):
-            await self.fetch("backend_terminate", lost.backend_pid, lost.backend_start, timeout_ms)
-            if not await self.fetchval("backend_alive", lost.backend_pid, lost.backend_start):
+            await self.fetch(terminate, lost.backend_pid, since, timeout_ms)
+            if not await self.fetchval(alive, lost.backend_pid, since):
                 return
         raise DatabaseUnavailable(
             f"the session {lost.backend_pid} that lost its COMMIT acknowledgement is still alive")
@@ -375,22 +453,37 @@ class Database:
 
 
 class Connection:
-    """One asyncpg connection, speaking named queries."""
+    """One asyncpg connection, speaking named queries.
 
-    def __init__(self, raw: asyncpg.Connection) -> None:
+    Args:
+        pooled_schema: behind a transaction pooler only (:class:`Pooler`): the schema
+            every transaction puts on its own search path.
+    """
+
+    def __init__(self, raw: asyncpg.Connection, pooled_schema: str | None = None) -> None:
         self.raw = raw
+        self._path = None if pooled_schema is None else server_settings(pooled_schema)["search_path"]
+        self._xact: tuple[int, datetime] | None = None
+        """Behind a transaction pooler: (server pid, start) of the open transaction."""
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        """Start a transaction; commit on normal exit, roll back on error.
+        """Start a transaction (a savepoint inside one); commit on normal exit, roll back
+        on error.
 
         Raises:
             CommitOutcomeUnknown: the connection failed while COMMIT was in flight.
         """
+        outermost = not self.raw.is_in_transaction()
         tx = self.raw.transaction()
         with translated("begin"):
             await tx.start()
         try:
+            if outermost and self._path is not None:
+                with translated("begin"):
+                    row = await self.raw.fetchrow(QUERIES["transaction_begin"], self._path)
+                assert row is not None
+                self._xact = (row["pid"], row["xact_start"])
             yield
         except BaseException:
             if not self.raw.is_closed():
@@ -398,47 +491,62 @@ class Connection:
                     await tx.rollback()
             raise
         pid = self.raw.get_server_pid()
+        backend_start, started = _BACKENDS.get(pid), None
+        if self._xact is not None:
+            (pid, started), backend_start = self._xact, None
         try:
             await tx.commit()
         except _TRANSIENT as exc:
             raise CommitOutcomeUnknown(f"commit: {type(exc).__name__}: {exc}", pid,
-                                       _BACKENDS.get(pid)) from exc
+                                       backend_start, started) from exc
         except asyncpg.PostgresError as exc:
             raise StoreError(f"commit: {exc}") from exc
 
+    async def _run(self, what: str, call: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``call(*args)``, errors translated. Behind a transaction pooler, outside a
+        transaction: inside one of its own, with the search path set (outside any, a
+        statement would run with whatever search path the server session's last client
+        left)."""
+        with translated(what):
+            if self._path is None or self.raw.is_in_transaction():
+                return await call(*args)
+            async with self.raw.transaction():
+                await self.raw.fetchval(QUERIES["search_path_local"], self._path)
+                return await call(*args)
+
     async def fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
         """Run a named query; all rows."""
-        with translated(name):
-            return await self.raw.fetch(QUERIES[name], *args)
+        return await self._run(name, self.raw.fetch, QUERIES[name], *args)
 
     async def fetchrow(self, name: str, *args: Any) -> asyncpg.Record | None:
         """Run a named query; the first row or ``None``."""
-        with translated(name):
-            return await self.raw.fetchrow(QUERIES[name], *args)
+        return await self._run(name, self.raw.fetchrow, QUERIES[name], *args)
 
     async def fetchval(self, name: str, *args: Any) -> Any:
         """Run a named query; the first column of the first row."""
-        with translated(name):
-            return await self.raw.fetchval(QUERIES[name], *args)
+        return await self._run(name, self.raw.fetchval, QUERIES[name], *args)
 
     async def execute(self, name: str, *args: Any) -> str:
         """Run a named statement; its status tag."""
-        with translated(name):
-            return await self.raw.execute(QUERIES[name], *args)
+        return await self._run(name, self.raw.execute, QUERIES[name], *args)
 
     async def execute_built(self, name: str, *args: Any) -> list[str]:
         """Run a named query that builds utility statements (DDL takes no parameters: the
         query quotes identifiers with ``format('%I')``), execute each in order, return them."""
         statements = [row[0] for row in await self.fetch(name, *args)]
         for statement in statements:
-            with translated(statement):
-                await self.raw.execute(statement)
+            await self._run(statement, self.raw.execute, statement)
         return statements
 
     async def stage(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
         """COPY ``rows`` (binary) into this session's staging ``table`` (see the
-        ``staging_tables`` query): far cheaper to encode than arrays of parameters."""
+        ``staging_tables`` query), inside the transaction that reads them back: far
+        cheaper to encode than arrays of parameters. Behind a transaction pooler the
+        tables are first created if this transaction's server session has none (they
+        stay with that session, emptied at every commit)."""
         with translated(f"stage {table}"):
+            if self._path is not None:
+                await self.raw.execute(QUERIES["staging_tables"])
             await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
 
 
@@ -464,6 +572,14 @@ def _connecting() -> Iterator[None]:
             raise ConfigError(
                 f"DATABASE_URL is not a usable PostgreSQL URL: {str(exc).rstrip('.')}. Fix: set it to "
                 "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE.") from exc
+        except asyncpg.ProtocolViolationError as exc:
+            if "unsupported startup parameter" not in str(exc):
+                raise
+            raise ConfigError(
+                f"the server refused a connection: {exc} (PgBouncer says so of search_path, "
+                "through which watchkeeper keeps to its schema). Fix: unset WATCHKEEPER_POOLER "
+                "(auto) or set it to transaction for pool_mode = transaction; in session mode "
+                "set track_extra_parameters = search_path (PgBouncer 1.20+).") from exc
         except asyncpg.InvalidCatalogNameError as exc:
             found = re.search(r'database "(.+)" does not exist', str(exc))
             name = found.group(1) if found else "NAME"
@@ -482,10 +598,50 @@ def _connecting() -> Iterator[None]:
                 "user in DATABASE_URL, or connect as another user.") from exc
 
 
-async def _migrate(conn: Connection, schema: str) -> list[int]:
-    key = migration_lock_key(schema)
-    await conn.execute("migration_lock", key)
+def _pooler(value: Pooler | str) -> Pooler:
     try:
+        return Pooler(value)
+    except ValueError:
+        raise ConfigError(
+            f"pooler {value!r} is not one of auto, session, transaction. Fix: set "
+            "WATCHKEEPER_POOLER to one of them, or unset it (auto).") from None
+
+
+async def _probe(dsn: str, wanted: Pooler) -> Pooler:
+    """Settle ``auto`` on one connection made without watchkeeper's startup parameters
+    (PgBouncer before 1.20 refuses a search_path): ``TRANSACTION`` when the server
+    session's pid is not the one announced at startup (a pooler answers for the server
+    with keys of its own: PgBouncer, PgCat, Odyssey, Supavisor), else ``SESSION``.
+    Behind a transaction pooler, check that pg_stat_activity reports transaction starts.
+
+    Raises:
+        ConfigError: ``track_activities`` is off behind a transaction pooler.
+    """
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    try:
+        probe = conn.transaction()  # refused by a pooler in statement mode
+        await probe.start()
+        row = await conn.fetchrow(QUERIES["session_probe"])
+        await probe.rollback()  # it wrote nothing: no COMMIT to count or lose
+    finally:
+        await conn.close()
+    assert row is not None
+    if wanted is Pooler.AUTO:
+        wanted = Pooler.SESSION if row["pid"] == conn.get_server_pid() else Pooler.TRANSACTION
+        if wanted is Pooler.TRANSACTION:
+            log.info("behind a pooler (the server pid differs from the one announced at "
+                     "startup): every transaction sets its own search path, no statement cache")
+    if wanted is Pooler.TRANSACTION and not row["track_activities"]:
+        raise ConfigError(
+            "track_activities is off, so pg_stat_activity does not say which transaction a "
+            "server session is in: behind a pooler in transaction mode a lost COMMIT could "
+            "not be settled. Fix: set track_activities = on (the default) for watchkeeper's "
+            "role or database.")
+    return wanted
+
+
+async def _migrate(conn: Connection, schema: str, *, pooled: bool = False) -> list[int]:
+    async with _migration_lock(conn, migration_lock_key(schema), pooled=pooled):
         who = await conn.fetchrow("session_identity")
         role, database = (who["role"], who["database"]) if who else ("ROLE", "DATABASE")
         with _permission(
@@ -503,6 +659,23 @@ async def _migrate(conn: Connection, schema: str) -> list[int]:
             if not await conn.fetch("relations_in", schema, ["schema_migrations"]):
                 await conn.execute("migrations_table")
             return await _apply(conn, schema)
+
+
+@asynccontextmanager
+async def _migration_lock(conn: Connection, key: int, *, pooled: bool) -> AsyncIterator[None]:
+    """The schema's migration lock: on a session of its own, session-scoped (each
+    migration then commits in a transaction of its own); behind a transaction pooler,
+    transaction-scoped, with every migration inside that one transaction (a session lock
+    would stay on whichever server session the pooler picked, and be released, or not,
+    by whichever client came next)."""
+    if pooled:
+        async with conn.transaction():
+            await conn.execute("migration_xact_lock", key)
+            yield
+        return
+    await conn.execute("migration_lock", key)
+    try:
+        yield
     finally:
         await conn.execute("migration_unlock", key)
 

@@ -200,7 +200,7 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
     # the tenant is created on the real clock (prune_replays goes by its age); all
     # else happens on the virtual one
     me = await authenticate(db, await add_user(db, SystemClock(), tenant, "replay", replay=True))
-    async with db.connection() as running:  # held while it runs: prune leaves it alone
+    async with db.transaction() as running:  # open while it runs: prune leaves it alone
         await running.execute("replay_lock", tenant)
         try:
             summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
@@ -210,7 +210,6 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
         finally:
             with anyio.CancelScope(shield=True):  # a replay's definitions never poll again
                 await _settle(db, clock, me, tenant, definitions, keep, home)
-                await running.execute("replay_unlock", tenant)
 
 
 async def _settle(db: Database, clock: FakeClock, me: Any, tenant: str,
@@ -265,14 +264,11 @@ async def prune_replays(db: Database, now: datetime, older_than: timedelta = tim
     removed = []
     for row in await db.fetch("replay_tenants_before", now - older_than):
         tenant = row["tenant_id"]
-        async with db.connection() as conn:
+        async with db.transaction() as conn:  # the lock is held until this ends
             if not await conn.fetchval("replay_try_lock", tenant):
                 continue  # still running: its own end settles it
-            try:
-                if await remove_replay(db, tenant, home=home):
-                    removed.append(tenant)
-            finally:
-                await conn.execute("replay_unlock", tenant)
+            if await remove_replay(db, tenant, home=home):
+                removed.append(tenant)
     return removed
 
 

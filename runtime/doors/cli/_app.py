@@ -155,7 +155,8 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
         with database_server(config) as dsn:
 
             async def run() -> T:
-                async with Database.open(dsn, schema=config.schema, migrate=migrate) as db:
+                async with Database.open(dsn, schema=config.schema, migrate=migrate,
+                                         pooler=config.pooler) as db:
                     return await fn(db, config)
 
             return anyio.run(run)

@@ -7,6 +7,29 @@ SELECT pg_advisory_lock($1::bigint);
 -- name: migration_unlock
 SELECT pg_advisory_unlock($1::bigint);
 
+-- name: migration_xact_lock
+-- Behind a transaction pooler: the same key, held by the one transaction that migrates
+-- (a session lock would stay on whichever server session the pooler picked).
+SELECT pg_advisory_xact_lock($1::bigint);
+
+-- name: session_probe
+-- On a probe connection, inside a transaction: the server session's pid (compared with
+-- the one the connection announced at startup: a pooler announces its own) and whether
+-- pg_stat_activity reports transaction starts (a lost COMMIT is settled by them).
+SELECT pg_backend_pid() AS pid, current_setting('track_activities')::boolean AS track_activities;
+
+-- name: transaction_begin
+-- Behind a transaction pooler, the first statement of every transaction: the search
+-- path for this transaction only ($1, the quoted schema), and which server session runs
+-- the transaction since when (now() is the transaction's start, pg_stat_activity's
+-- xact_start), to settle a lost COMMIT.
+SELECT set_config('search_path', $1, true) AS search_path, pg_backend_pid() AS pid,
+       now() AS xact_start;
+
+-- name: search_path_local
+-- Behind a transaction pooler, before a statement run in a transaction of its own.
+SELECT set_config('search_path', $1, true);
+
 -- name: search_path
 -- Every watchkeeper connection's search path is its own schema and nothing else
 -- (a startup parameter, checked on arrival: runtime/store/_db.py).
@@ -867,6 +890,16 @@ FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2;
 -- name: backend_alive
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2);
 
+-- name: transaction_terminate
+-- Behind a transaction pooler: end server session $1 only while it is still inside the
+-- transaction that started at $2 (one the pooler has handed to other work is left
+-- alone); waits up to $3 ms for it to exit.
+SELECT pg_terminate_backend(pid, $3::bigint)
+FROM pg_stat_activity WHERE pid = $1 AND xact_start = $2;
+
+-- name: transaction_alive
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND xact_start = $2);
+
 -- name: users_existing
 SELECT u.tenant_id, u.user_id FROM users u
 JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, user_id)
@@ -1147,15 +1180,15 @@ WHERE key_id = $1 AND tenant_id IS NOT DISTINCT FROM coalesce($2, tenant_id)
 RETURNING key_id;
 
 -- name: replay_lock
--- A running replay holds this session lock on its tenant for as long as it runs (a
--- killed replay's session ends and releases it), so prune never removes a live one.
-SELECT pg_advisory_lock(hashtextextended('watchkeeper replay ' || $1, 0));
-
--- name: replay_unlock
-SELECT pg_advisory_unlock(hashtextextended('watchkeeper replay ' || $1, 0));
+-- A running replay holds this lock on its tenant in a transaction it keeps open for as
+-- long as it runs (a killed replay's session ends and releases it), so prune never
+-- removes a live one. Transaction-scoped, not a session lock: a pooler in transaction
+-- mode keeps one server session for an open transaction, never for a client.
+SELECT pg_advisory_xact_lock(hashtextextended('watchkeeper replay ' || $1, 0));
 
 -- name: replay_try_lock
-SELECT pg_try_advisory_lock(hashtextextended('watchkeeper replay ' || $1, 0));
+-- Held by prune's transaction while it removes the tenant.
+SELECT pg_try_advisory_xact_lock(hashtextextended('watchkeeper replay ' || $1, 0));
 
 -- name: plan_for_these_values
 -- Inside a transaction: plan the next statements for the values they get, never with a
