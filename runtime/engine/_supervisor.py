@@ -6,9 +6,9 @@ supervisors may run against one database; it arbitrates every claim.
 
 * A loop that fails with a transient error (:class:`DatabaseUnavailable`: a dropped
   connection, a restarting or unreachable server, terminated backends) is restarted
-  with capped exponential backoff (1 s doubling up to 30 s) for as long as it takes;
-  the pool reconnects on its own. Only with a ``restart_limit`` set does
-  :class:`LoopDied` take the supervisor down after that many consecutive failures.
+  with capped exponential backoff (full jitter, bound 1 s doubling up to 30 s) for as
+  long as it takes; the pool reconnects on its own. Only with a ``restart_limit`` set
+  does :class:`LoopDied` take the supervisor down after that many consecutive failures.
   While any loop is down the heartbeat is not written, so a dead loop never looks
   alive.
 * PostgreSQL's clock is the authority (DESIGN "Runs, leases, fencing, clocks"): every
