@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from watchkeeper.runtime import Database, Settings, SystemClock, register
+from watchkeeper.runtime import Database, Settings, register
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc, parse_spec, preview
 
@@ -95,7 +95,7 @@ def propose_cmd(
         raise (fail_json(exc) if as_json else fail_input(exc)) from exc
 
     async def run(db: Database, _: Settings) -> uc.Proposal:
-        return await uc.propose(db, SystemClock(), tenant_id=tenant, definition_id=definition,
+        return await uc.propose(db, await uc.database_clock(db), tenant_id=tenant, definition_id=definition,
                                 owner_user_id=owner, spec=spec, proposed_by=by,
                                 based_on=based_on)
     proposal = with_db(run, json_errors=as_json)
@@ -134,7 +134,7 @@ def confirm_cmd(
     """Confirm a proposed revision as its owner; it becomes the effective one."""
     async def run(db: Database, config: Settings) -> uc.Confirmation:
         me = await uc.authenticate(db, token or config.token)
-        return await uc.confirm(db, SystemClock(), me, definition_id=definition,
+        return await uc.confirm(db, await uc.database_clock(db), me, definition_id=definition,
                                 revision=revision, spec_hash=spec_hash)
     done = with_db(run)
     out.print(f"revision {done.revision} of {definition} is effective since "
@@ -157,7 +157,7 @@ def _actor_command(verb: str) -> Callable[..., None]:
         async def run(db: Database, config: Settings) -> int:
             actor, tenant_id = await uc.resolve_actor(db, token=token, tenant_id=tenant,
                                                       default_token=config.token)
-            clock = SystemClock()
+            clock = await uc.database_clock(db)
             if verb == "pause":
                 return await uc.pause(db, clock, actor, tenant_id, definition)
             if verb == "resume":
@@ -197,7 +197,7 @@ def trigger_cmd(
     async def run(db: Database, config: Settings) -> uc.TriggerResult:
         actor, tenant_id = await uc.resolve_actor(db, token=token, tenant_id=tenant,
                                                   default_token=config.token)
-        return await uc.trigger_now(db, SystemClock(), actor, tenant_id, definition,
+        return await uc.trigger_now(db, await uc.database_clock(db), actor, tenant_id, definition,
                                     binding=target)
     result = with_db(run)
     for (tenant_id, binding_id), decision in result.decisions.items():
@@ -221,9 +221,9 @@ def review_cmd(
         actor, tenant_id = await uc.resolve_actor(db, token=token, tenant_id=tenant,
                                                   default_token=config.token)
         if target is None:
-            return await uc.review(db, SystemClock(), actor, tenant_id, definition, slot,
+            return await uc.review(db, await uc.database_clock(db), actor, tenant_id, definition, slot,
                                    approve=approve)
-        return await uc.review(db, SystemClock(), actor, target[0], definition, slot,
+        return await uc.review(db, await uc.database_clock(db), actor, target[0], definition, slot,
                                approve=approve, binding_id=target[1],
                                definition_tenant_id=tenant_id)
     out.print(f"{definition} {slot}: {with_db(run)}")
@@ -239,6 +239,6 @@ def register_cmd(file: Path) -> None:
         raise fail_input(exc) from exc
 
     async def run(db: Database, _: Settings) -> list[tuple[str, int]]:
-        return [(d.id, await register(db, SystemClock(), d)) for d in items]
+        return [(d.id, await register(db, await uc.database_clock(db), d)) for d in items]
     for definition_id, revision in with_db(run):
         out.print(f"registered {definition_id} (revision {revision})")

@@ -4,7 +4,8 @@ the agent key in ``WATCHKEEPER_AGENT_KEY`` (the same tools answer at ``/mcp`` on
 
 from __future__ import annotations
 
-from watchkeeper.runtime import ConfigError, Database, Settings, SystemClock
+from watchkeeper.runtime import ConfigError, Database, Settings
+from watchkeeper.runtime import usecases as uc
 
 from ._app import app, fail, settings, with_db
 
@@ -25,5 +26,6 @@ def mcp_cmd() -> None:
     from watchkeeper.runtime.doors.mcp import serve_stdio  # here: the SDK costs every command 0.3 s
 
     async def run(db: Database, config: Settings) -> None:
-        await serve_stdio(db, SystemClock(), config, (config.agent_key or "").strip())
+        await serve_stdio(db, await uc.database_clock(db), config,
+                          (config.agent_key or "").strip())
     with_db(run)

@@ -183,7 +183,7 @@ def _delivery_line(r: dict[str, Any]) -> str:
 def redeliver_cmd(delivery_id: str, tenant: Annotated[str, typer.Option()]) -> None:
     """Re-queue a dead, delivered or suppressed notice under the same delivery id."""
     async def run(db: Database, _: Settings) -> None:
-        await uc.redeliver(db, SystemClock(), tenant, delivery_id, "operator")
+        await uc.redeliver(db, await uc.database_clock(db), tenant, delivery_id, "operator")
     with_db(run)
     out.print(f"{delivery_id} re-queued")
 
