@@ -33,15 +33,15 @@ ROUNDS = 4
 async def survive(dsn: str, tmp_path: Path, break_: Callable[[], Awaitable[None]],
                   restore: Callable[[], Awaitable[None]], *,
                   down: bool) -> tuple[Supervisor, list[str]]:
-    """A 60 s interval delivered to a file; after each slot's notice the database is
+    """A 5 min interval delivered to a file; after each slot's notice the database is
     broken, a few seconds pass (the loops fail and back off), it is restored and the
     loops must recover before the next slot. Returns the supervisor and, per outage,
     readiness' database check while it lasted."""
     clock = FakeClock(START)
     checks: list[str] = []
     async with Database.open(dsn) as wk:
-        await confirmed(wk, clock, {"trigger": {"type": "interval", "every": 60,
-                                                "anchor": "2026-06-01T00:01:00Z"},
+        await confirmed(wk, clock, {"trigger": {"type": "interval", "every": 300,
+                                                "anchor": "2026-06-01T00:05:00Z"},
                                     "delivery": [{"channel": "file",
                                                   "destination": "notices.jsonl"}]})
         sup = Supervisor(wk, clock, SupervisorConfig(home=tmp_path, skew_budget=None,
@@ -51,7 +51,7 @@ async def survive(dsn: str, tmp_path: Path, break_: Callable[[], Awaitable[None]
                 await tg.start(sup.run)
                 await sup.wait_idle()
                 for done in range(1, ROUNDS + 1):
-                    clock.set_wall(START + timedelta(minutes=done))
+                    clock.set_wall(START + timedelta(minutes=5 * done))
                     await sup.wait_idle()
                     for _ in range(90):  # a claim whose reply was lost waits for its lease
                         stats = sup.statistics()
@@ -64,6 +64,10 @@ async def survive(dsn: str, tmp_path: Path, break_: Callable[[], Awaitable[None]
                     clock.advance(1)  # every loop meets the outage at its next step
                     if down:  # nothing answers: the loops are down, backing off
                         await sup.wait_until(lambda s: len(s.dead_loops) >= 3)
+                        for _ in range(24):  # two minutes down: many more failures than
+                            clock.advance(5)  # the old limit of 5 a loop survived
+                            await sup.wait_idle()
+                        assert max(sup.statistics().restarts.values()) >= 6
                     await sup.wait_idle()
                     checks.append((await readiness(wk, clock, skew_budget=2))
                                   .checks["database"])
@@ -79,7 +83,7 @@ async def survive(dsn: str, tmp_path: Path, break_: Callable[[], Awaitable[None]
 
 
 def assert_each_slot_once(sup: Supervisor, tmp_path: Path, rows: list[asyncpg.Record]) -> None:
-    slots = [f"2026-06-01T00:0{m}:00Z" for m in range(1, ROUNDS + 1)]
+    slots = [f"2026-06-01T00:{5 * m:02d}:00Z" for m in range(1, ROUNDS + 1)]
     assert [(r["slot"], r["decision"], r["status"], r["runs"]) for r in rows] == [
         (slot, "admitted", "completed", 1) for slot in slots]
     notices = [json.loads(line)["slot"] for line in
