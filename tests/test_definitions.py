@@ -205,6 +205,17 @@ async def test_an_edit_must_name_its_base_revision(db: Database) -> None:
     await owner(db, clock)
     await propose(db, clock, tenant_id="acme", definition_id="d1", owner_user_id="alice",
                   spec=parse_spec(DAILY), proposed_by="agent:chat")
-    with pytest.raises(Conflict, match="propose again with --based-on 1"):
+    with pytest.raises(Conflict, match="propose again based on revision 1"):
         await propose(db, clock, tenant_id="acme", definition_id="d1", owner_user_id="alice",
                       spec=parse_spec(DAILY), proposed_by="agent:chat")
+
+
+async def test_a_new_definition_cannot_be_based_on_a_revision(db: Database) -> None:
+    """based_on for an id that has no revision yet is a conflict (nothing is stored),
+    not silently ignored."""
+    clock = FakeClock(utc("2026-12-01T00:00:00Z"))
+    await owner(db, clock)
+    with pytest.raises(Conflict, match="has no revision yet; your proposal is based on 7"):
+        await propose(db, clock, tenant_id="acme", definition_id="fresh", owner_user_id="alice",
+                      spec=parse_spec(DAILY), proposed_by="agent:chat", based_on=7)
+    assert await db.pool.fetchval("SELECT count(*) FROM definitions") == 0

@@ -650,7 +650,8 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
     """
     version = data.get("version")
     if version is None:
-        raise SpecError("version", "is missing.", "add version = 1 at the top of the spec.")
+        raise SpecError("version", "is missing.",
+                        'add version 1 at the top of the spec (JSON "version": 1, TOML version = 1).')
     model = SUPPORTED_VERSIONS.get(version) if type(version) is int else None
     if model is None:
         raise SpecError(

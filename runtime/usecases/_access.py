@@ -101,7 +101,9 @@ def authorize(principal: Principal, capability: Capability, *, tenant_id: str | 
         raise NotFound("no such resource")
     if kind not in _ALLOWED[capability]:
         raise Forbidden(_WHY.get((kind, capability),
-                                 f"a {kind} credential may not {capability.value}"))
+                                 f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} credential may not "
+                                 f"{capability.value}; use a credential that may (see the "
+                                 f"README's 'Who may do what')"))
 
 
 def reading_scope(principal: Principal) -> tuple[str, str | None]:

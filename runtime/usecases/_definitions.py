@@ -113,12 +113,19 @@ def _check_proposal(row: Any, owner_user_id: str, based_on: int | None) -> None:
     if latest and based_on is None:
         raise Conflict(
             f"definition {row['definition_id']} exists (revision {latest}); an edit must say "
-            f"which revision it is based on: propose again with --based-on {latest}."
+            f"which revision it is based on: propose again based on revision {latest} "
+            f"(based_on = {latest}; on the CLI --based-on {latest})."
+        )
+    if not latest and based_on is not None:
+        raise Conflict(
+            f"definition {row['definition_id']} has no revision yet; your proposal is based on "
+            f"{based_on}. Propose it without based_on (on the CLI without --based-on)."
         )
     if latest and based_on != latest:
         raise Conflict(
             f"definition {row['definition_id']} is at revision {latest}; your edit is based on "
-            f"{based_on}. Re-read it and propose again with --based-on {latest}."
+            f"{based_on}. Re-read it and propose again based on revision {latest} (based_on = "
+            f"{latest}; on the CLI --based-on {latest})."
         )
 
 

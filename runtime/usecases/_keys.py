@@ -186,7 +186,8 @@ async def authenticate_bearer(db: Database, clock: Clock, token: str | None, *,
             ``on_behalf_of`` sent with a credential that is not an app key.
     """
     if not token:
-        raise AuthError("no credential: send Authorization: Bearer <key or user token>")
+        raise AuthError("no credential: send Authorization: Bearer <key or user token> (for "
+                        "the tick route, the tick secret of 'watchkeeper keys create tick')")
     match = _TOKEN.fullmatch(token)
     if match is None:
         if on_behalf_of is not None:

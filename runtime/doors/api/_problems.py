@@ -115,8 +115,15 @@ def _validation(request: Request, exc: Exception) -> JSONResponse:
     errors = []
     for error in exc.errors():
         loc = [str(x) for x in error.get("loc", ()) if x not in ("body", "query", "path", "header")]
-        errors.append(FieldProblem(field=".".join(loc) or "request", message=str(error["msg"]),
-                                   fix="see the request schema in /openapi.json"))
+        where = ".".join(loc) or "request"
+        if error.get("type") == "model_attributes_type" or where == "request":
+            fix = ("send a JSON object as the body, with Content-Type: application/json "
+                   "(the request schema is in /openapi.json)")
+        elif error.get("type") == "extra_forbidden":
+            fix = f"remove {where!r}: it is not a field of this request (see /openapi.json)"
+        else:
+            fix = "see the request schema in /openapi.json"
+        errors.append(FieldProblem(field=where, message=str(error["msg"]), fix=fix))
     detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
     body = Problem(type=TYPE_BASE + "invalid-input", title="The input is not valid",
                    status=422, detail=detail, instance=request.url.path, errors=errors)
