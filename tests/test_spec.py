@@ -224,7 +224,7 @@ def test_to_json_is_a_list_of_field_message_fix() -> None:
         parse_spec(THREE_MISTAKES)
     assert info.value.to_json()[2] == {
         "field": "titel", "message": "is not a field of this spec.",
-        "fix": "remove it or check its spelling against the README."}
+        "fix": "did you mean 'title'?"}
     assert [set(item) for item in info.value.to_json()] == [{"field", "message", "fix"}] * 3
 
 
@@ -296,3 +296,12 @@ def test_a_spec_error_survives_pickling() -> None:
         parse_spec(THREE_MISTAKES)
     again = pickle.loads(pickle.dumps(info.value))
     assert type(again) is SpecError and again.problems == info.value.problems
+
+
+@pytest.mark.parametrize(("key", "meant"), [("limts", "limits"), ("delivry", "delivery"),
+                                            ("instructons", "instructions")])
+def test_a_misspelled_optional_top_level_key_gets_its_likely_name(key: str, meant: str) -> None:
+    """An unknown top-level key close to an optional field of the spec names that field."""
+    with pytest.raises(SpecError) as info:
+        parse_spec({"version": 1, "trigger": {"type": "interval", "every": 3600}, key: {}})
+    assert (info.value.field, info.value.fix) == (key, f"did you mean {meant!r}?")

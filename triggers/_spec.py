@@ -793,6 +793,8 @@ def _suggestion(extra: Any, errors: list[Any]) -> str | None:
     missing = [str(e["loc"][-1]) for e in errors
                if e["type"] == "missing" and tuple(e["loc"][:-1]) == tuple(extra["loc"][:-1])]
     close = difflib.get_close_matches(name, missing, n=1)
+    if not close and len(extra["loc"]) == 1:  # a top-level key: any field of the spec
+        close = difflib.get_close_matches(name, list(SpecV1.model_fields), n=1)
     return close[0] if close else None
 
 
