@@ -10,7 +10,6 @@ for the faults to have had something to break.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,8 @@ import pytest
 
 from watchkeeper.runtime._errors import DatabaseUnavailable
 from watchkeeper.runtime.store._db import Database
+
+pytestmark = pytest.mark.anyio
 
 HARNESS = Path(__file__).resolve().parent.parent / "bench" / "faults.py"
 
@@ -31,15 +32,16 @@ def figure(output: str, name: str) -> int:
     return int(found.group(1))
 
 
-def test_every_invariant_holds_under_faults(db_dsn: str) -> None:
+async def test_every_invariant_holds_under_faults(db_dsn: str) -> None:
     """20 s of faults (seed 7, one every 2 s on average), 40 interval definitions every
     second, 4 cron and 4 condition definitions: nothing lost, nothing run or applied
     twice, no report under a stale token, no webhook-id processed twice."""
-    done = subprocess.run(
-        [sys.executable, str(HARNESS), "--dsn", db_dsn, "--seconds", "20", "--seed", "7",
-         "--fault-every", "2", "--intervals", "40", "--crons", "4", "--conditions", "4"],
-        capture_output=True, text=True, timeout=180)
-    output = done.stdout + done.stderr
+    with anyio.fail_after(180):
+        done = await anyio.run_process(
+            [sys.executable, str(HARNESS), "--dsn", db_dsn, "--seconds", "20", "--seed", "7",
+             "--fault-every", "2", "--intervals", "40", "--crons", "4", "--conditions", "4"],
+            check=False)
+    output = done.stdout.decode() + done.stderr.decode()
     section = output.split("invariants (each must be 0):", 1)
     assert len(section) == 2, output
     lines = [line for line in section[1].splitlines() if re.match(r"^\s+\d+\s", line)]
@@ -51,7 +53,6 @@ def test_every_invariant_holds_under_faults(db_dsn: str) -> None:
     assert figure(output, "webhook-ids processed by the receiver") >= 50, output
 
 
-@pytest.mark.anyio
 async def test_a_backend_terminated_inside_a_transaction_is_transient(db_dsn: str) -> None:
     """Found by the harness: a backend terminated while a transaction is open on it. asyncpg
     then releases the pooled connection by itself and its proxy refuses every call, so
