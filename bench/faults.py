@@ -158,12 +158,16 @@ class Harness:
                 self.start(proc)
 
     async def inject(self, rng: random.Random) -> str:
-        """One random fault; returns what it was."""
+        """One random fault; returns what it was. The same draws are made whatever the
+        state, so a seed gives the same sequence of attempted faults; one aimed at a
+        supervisor that is down or stopped at that moment is not injected ("none")."""
         self.reap()
         kind = rng.choice(self.args.faults)
-        live = [p for p in self.procs if p.popen is not None and p.popen.poll() is None
-                and not p.stopped]
-        proc = rng.choice(live) if live else None
+        proc: Proc | None = self.procs[rng.randrange(len(self.procs))]
+        step = rng.choice((3600, -3600, 600, -600))
+        back = rng.uniform(5, 15)
+        if proc.popen is None or proc.popen.poll() is not None or proc.stopped:
+            proc = None
         if kind == "kill" and proc is not None:
             assert proc.popen is not None
             proc.popen.kill()
@@ -176,9 +180,8 @@ class Harness:
             proc.stopped = True
             self.later(self.args.lease + 2.0, lambda p=proc: self.cont(p))
         elif kind == "clock" and proc is not None:
-            step = rng.choice((3600, -3600, 600, -600))
             proc.offset_file.write_text(str(step))
-            self.later(rng.uniform(5, 15), lambda p=proc: p.offset_file.write_text("0"))
+            self.later(back, lambda p=proc: p.offset_file.write_text("0"))
             kind = f"clock {step:+d}s"
         elif kind == "outage":
             await self.outage(3.0)
