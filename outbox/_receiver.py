@@ -127,6 +127,8 @@ class Receiver:
         body = b""
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the sender went away mid-request (killed, timed out): none received
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break

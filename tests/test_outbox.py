@@ -626,3 +626,24 @@ async def test_history_says_how_to_redeliver_a_dead_notice(world: World) -> None
     page = await history(world.db, HistoryQuery(tenant_id="acme", definition_id="d1"))
     assert page.entries[0].next_step is not None
     assert f"watchkeeper redeliver {delivery_id} --tenant acme" in page.entries[0].next_step
+
+
+async def test_receiver_ignores_a_request_whose_sender_went_away() -> None:
+    """A sender killed mid-body (found by bench/faults.py, SIGKILL of a supervisor during a
+    POST): the ASGI server reports a disconnect; the receiver saw no request, so it
+    neither processes nor counts a bad signature for the partial body."""
+    receiver = Receiver(("whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",))
+    body = '{"type":"report.committed","data":{}}'
+    headers = signed_headers("cut-short", body, receiver.secrets, datetime.now(UTC))
+    async with serve(receiver) as url:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        head = (f"POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {len(body)}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n")
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send((head + body[:10]).encode())
+            await anyio.sleep(0.2)  # the server has the headers and part of the body
+        async with httpx.AsyncClient() as client:  # the whole request, afterwards, is fine
+            answer = await client.post(url, content=body.encode(), headers=headers)
+    assert answer.status_code == 200
+    assert (receiver.rejected, receiver.processed) == (0, 1)
+    assert receiver.seen["cut-short"].requests == 1

@@ -149,6 +149,16 @@ _TRANSIENT = (
 )
 
 
+def _closed(raw: asyncpg.Connection) -> bool:
+    """Whether ``raw`` is gone: closed, or a pool proxy asyncpg already detached (when the
+    server closes a pooled connection, asyncpg releases it back to the pool by itself and
+    the proxy then refuses every call, ``is_closed`` included, with ``InterfaceError``)."""
+    try:
+        return raw.is_closed()
+    except asyncpg.exceptions.InterfaceError:
+        return True
+
+
 @contextmanager
 def translated(what: str) -> Iterator[None]:
     """Translate asyncpg and socket errors raised inside into runtime errors.
@@ -486,7 +496,7 @@ class Connection:
                 self._xact = (row["pid"], row["xact_start"])
             yield
         except BaseException:
-            if not self.raw.is_closed():
+            if not _closed(self.raw):
                 with translated("rollback"):
                     await tx.rollback()
             raise
