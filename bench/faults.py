@@ -365,7 +365,9 @@ async def measure(h: Harness, cutoff: Any) -> tuple[dict[str, int], dict[str, in
         decisions = await db.pool.fetch(
             "SELECT decision, count(*) AS n FROM occurrences GROUP BY 1 ORDER BY 1")
         events = await db.pool.fetch(
-            "SELECT kind, sum(count) AS n FROM schedule_events GROUP BY 1 ORDER BY 1")
+            # slots per kind; clock_uncertain marks an episode, not slots: count its rows
+            "SELECT kind, sum(CASE WHEN kind = 'clock_uncertain' THEN 1 ELSE count END) AS n "
+            "FROM schedule_events GROUP BY 1 ORDER BY 1")
         run_outcomes = await db.pool.fetch(
             "SELECT outcome, count(*) AS n FROM runs GROUP BY 1 ORDER BY 1")
     executions = [line.split() for line in _lines(h.work / "executions")]
