@@ -23,8 +23,10 @@ from _helpers import confirmed, occurrences, owner, tasks, utc
 
 from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, AgentResult
 from watchkeeper.runtime.engine._clock import (
+    AnchoredClock,
     FakeAuthority,
     FakeClock,
+    SampleRejected,
     SkewedClock,
     SystemClock,
 )
@@ -341,3 +343,34 @@ async def test_postgresql_is_the_authority_of_a_supervisor_on_the_real_clocks(
     assert "offset +3" in event["reason"]
     assert await occurrences(db) == []
     assert await event_kinds(db, "d1") == []
+
+
+class SlowAuthority:
+    """The database's clock read in ``seconds`` of round trip (the fake clock moves
+    while the reading is in flight, the authority's time taken in its middle)."""
+
+    def __init__(self, truth: FakeClock, seconds: float) -> None:
+        self.truth, self.seconds = truth, seconds
+
+    async def read(self, monotonic: Any) -> tuple[float, datetime, float]:
+        before = monotonic()
+        self.truth.advance(self.seconds / 2)
+        at = self.truth.now()
+        self.truth.advance(self.seconds / 2)
+        return before, at, monotonic()
+
+
+async def test_a_slow_reading_of_the_authority_is_not_anchored_to() -> None:
+    """A reading that took 0.2 s anchors at its midpoint (exact here); one that took
+    1.0 s (its midpoint uncertain by 0.5 s, a pool wait or a stalled network) is refused
+    with the reason, and the anchor stays where the previous reading put it."""
+    truth = FakeClock(START)
+    host = SkewedClock(truth, timedelta(seconds=7))
+    clock = AnchoredClock(host)
+    sample = await clock.resample(SlowAuthority(truth, 0.2))
+    assert clock.now() == truth.now() and sample.round_trip == pytest.approx(0.2)
+    assert sample.host_offset == pytest.approx(7.0)
+    with pytest.raises(SampleRejected, match="took 1.000 s, more than 0.5 s"):
+        await clock.resample(SlowAuthority(truth, 1.0))
+    assert clock.now() == truth.now()  # still running on the good anchor
+    assert clock.sample_age() == pytest.approx(1.0)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -35,8 +36,9 @@ from anyio.lowlevel import checkpoint
 if TYPE_CHECKING:
     from ..store._db import Database
 
-__all__ = ["AnchoredClock", "Clock", "DatabaseTime", "FakeAuthority", "FakeClock", "Sample",
-           "SkewedClock", "SystemClock", "TimeAuthority"]
+__all__ = ["MAX_ROUND_TRIP", "AnchoredClock", "Clock", "DatabaseTime", "FakeAuthority",
+           "FakeClock", "Sample", "SampleRejected", "SkewedClock", "SystemClock",
+           "TimeAuthority"]
 
 
 class Clock(Protocol):
@@ -162,11 +164,23 @@ class FakeClock:
         return min(s.wake_at for s in self._sleepers) - self._mono
 
 
+MAX_ROUND_TRIP = 0.5
+"""Seconds a reading of the authority may take before it is refused: its midpoint is
+trusted to within half of it, well inside the default 2 s clock-skew budget."""
+
+
+class SampleRejected(Exception):
+    """A reading of the authority took too long to anchor to."""
+
+
 class TimeAuthority(Protocol):
     """Where the one authoritative wall-clock time comes from."""
 
-    async def now(self) -> datetime:
-        """The authority's current time, aware UTC.
+    async def read(self, monotonic: Callable[[], float]) -> tuple[float, datetime, float]:
+        """One reading: ``(monotonic before, the authority's time, monotonic after)``,
+        the two monotonic readings taken as tightly around the reading itself as the
+        authority can (after any connection is acquired, so waiting for one does not
+        count in the round trip).
 
         Raises:
             Exception: whatever reaching the authority raises (no offset measurable).
@@ -177,15 +191,19 @@ class TimeAuthority(Protocol):
 class DatabaseTime:
     """PostgreSQL's ``clock_timestamp()``: the authority in production.
 
-    Raises (from :meth:`now`): :class:`~watchkeeper.runtime.errors.DatabaseUnavailable`.
+    Raises (from :meth:`read`): :class:`~watchkeeper.runtime.errors.DatabaseUnavailable`.
     """
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def now(self) -> datetime:
-        """One round trip: ``SELECT clock_timestamp()``."""
-        return await self.db.server_now()
+    async def read(self, monotonic: Callable[[], float]) -> tuple[float, datetime, float]:
+        """``SELECT clock_timestamp()`` on a connection acquired first: the round trip
+        timed is the query's alone."""
+        async with self.db.connection() as conn:
+            before = monotonic()
+            at = await conn.fetchval("server_clock")
+            return before, at, monotonic()
 
 
 class FakeAuthority:
@@ -197,12 +215,13 @@ class FakeAuthority:
         self.clock = clock
         self.fail: Exception | None = None
 
-    async def now(self) -> datetime:
-        """The fake authority's time, or the :attr:`fail` exception."""
+    async def read(self, monotonic: Callable[[], float]) -> tuple[float, datetime, float]:
+        """The fake authority's time (no round trip), or the :attr:`fail` exception."""
         await checkpoint()
         if self.fail is not None:
             raise self.fail
-        return self.clock.now()
+        before = monotonic()
+        return before, self.clock.now(), monotonic()
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,15 +283,19 @@ class AnchoredClock:
         """Monotonic seconds since the last successful sample (``None``: none yet)."""
         return None if self.sampled_at is None else self.host.monotonic() - self.sampled_at
 
-    async def resample(self, authority: TimeAuthority) -> Sample:
+    async def resample(self, authority: TimeAuthority, *,
+                       max_round_trip: float = MAX_ROUND_TRIP) -> Sample:
         """Read the authority once and anchor to it (the midpoint of the round trip).
 
         Raises:
-            Exception: whatever ``authority.now()`` raises; the anchor is unchanged.
+            SampleRejected: the reading took longer than ``max_round_trip`` seconds (its
+                midpoint could be off by half of that); the anchor is unchanged.
+            Exception: whatever ``authority.read()`` raises; the anchor is unchanged.
         """
-        before = self.host.monotonic()
-        at = await authority.now()
-        after = self.host.monotonic()
+        before, at, after = await authority.read(self.host.monotonic)
+        if after - before > max_round_trip:
+            raise SampleRejected(f"a reading of the authority's clock took {after - before:.3f} "
+                                 f"s, more than {max_round_trip:g} s: not anchored to it")
         midpoint = before + (after - before) / 2
         first = self.sampled_at is None
         self._anchor, self._anchored_at, self.sampled_at = at, midpoint, after

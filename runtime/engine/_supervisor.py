@@ -586,6 +586,8 @@ class Supervisor:
 
     def _dispatch_step(self, dispatcher: Dispatcher) -> Callable[[], Awaitable[bool]]:
         async def step() -> bool:
+            if await self._clock_uncertain():  # delivery leases and due times too
+                return False
             stats = await dispatcher.dispatch_once()
             self._deliveries += stats.delivered
             self._released_deliveries += stats.released
@@ -658,9 +660,14 @@ class Supervisor:
         if why and not was:
             log.error("clock uncertain: %s; dispatching nothing new until it is back", why)
             now = self.clock.now()
-            await self.db.execute(
-                "event_insert", "_operator", "*", self.config.supervisor_id, None,
-                "clock_uncertain", None, None, now, now, 0, why, now, self.config.supervisor_id)
+            try:
+                await self.db.execute(
+                    "event_insert", "_operator", "*", self.config.supervisor_id, None,
+                    "clock_uncertain", None, None, now, now, 0, why, now,
+                    self.config.supervisor_id)
+            except BaseException:
+                self._uncertain = was  # not recorded: the next check records it again
+                raise
             await self._heartbeat_once("clock_uncertain")
         elif was and not why:
             log.warning("clock back within budget (offset %.3f s); dispatch resumes", offset)

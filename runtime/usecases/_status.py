@@ -14,11 +14,11 @@ intervals). Past its ``expires_at`` such a task follows its lateness policy
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .._errors import WatchkeeperError
-from ..engine._clock import AnchoredClock, Clock
+from ..engine._clock import AnchoredClock, Clock, DatabaseTime
 from ..engine._fleet import SupervisorState, offered_agents, supervisor_states
 from ..store._db import Database
 
@@ -131,7 +131,8 @@ class Readiness:
 
     Attributes:
         checks: ``database``, ``migrations`` and ``clock``, each ``"ok"`` or the reason.
-        clock_offset_seconds: PostgreSQL's clock minus this host's (``None`` if unread).
+        clock_offset_seconds: this host's wall clock minus PostgreSQL's, + when ahead (the
+            sign of the supervisor's ``clock_offset``; ``None`` if unread).
     """
 
     ready: bool
@@ -152,10 +153,11 @@ async def readiness(db: Database, clock: Clock, *, skew_budget: float) -> Readin
         if pending:
             checks["migrations"] = f"migrations {pending} are not applied; run watchkeeper db migrate"
         host = clock.host if isinstance(clock, AnchoredClock) else clock  # the wall clock
-        before = host.now()
-        server = await db.server_now()
-        after = host.now()
-        offset = (server - (before + (after - before) / 2)).total_seconds()
+        wall, at = host.now(), host.monotonic()
+        before, server, after = await DatabaseTime(db).read(host.monotonic)
+        # the host's wall clock at the reading's midpoint, minus PostgreSQL's: + is ahead,
+        # the sign of the supervisor's clock_offset and of the metric
+        offset = (wall + timedelta(seconds=(before + after) / 2 - at) - server).total_seconds()
         if abs(offset) > skew_budget:
             checks["clock"] = (f"this host's clock is {offset:+.3f} s off PostgreSQL's, beyond the "
                                f"{skew_budget:g} s budget")

@@ -48,7 +48,7 @@ def webhooks_rotate(tenant: str, name: str,
                     ) -> None:
     """Add a new secret; the old one signs too until the overlap ends."""
     async def run(db: Database, _: Settings) -> str:
-        return await uc.rotate_secret(db, SystemClock(), tenant, name,
+        return await uc.rotate_secret(db, await uc.database_clock(db), tenant, name,
                                       overlap=timedelta(hours=overlap))
     secret = with_db(run)
     err.print(f"new signing secret for {tenant}/{name} (shown once, on stdout); the old one expires in "
@@ -109,7 +109,7 @@ def prefs_set(
         raise fail_input(exc) from exc
 
     async def run(db: Database, _: Settings) -> None:
-        await uc.set_preferences(db, SystemClock(), tenant, user, prefs)
+        await uc.set_preferences(db, await uc.database_clock(db), tenant, user, prefs)
     with_db(run)
     out.print(f"preferences of {tenant}/{user} saved")
 
