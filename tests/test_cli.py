@@ -586,3 +586,53 @@ async def test_db_migrate_says_what_it_applied(fresh_dsn: str, tmp_path: Path) -
                  ["preview", "--every", "60", "--after", "9999-12-31T23:58:00Z"]):
         code, _, err = await cli(*args, dsn=fresh_dsn, home=tmp_path, check=False)
         assert code == 2 and "Traceback" not in err, (args, err)
+
+
+PY_AGENTS = '''
+from watchkeeper import AgentResult, Importance
+
+
+class Echo:
+    async def run(self, ctx):
+        return AgentResult(f"# echo\\n\\n{ctx.instructions} (attempt {ctx.attempt})\\n",
+                           importance=Importance.HIGH)
+
+
+AGENTS = {"echo": Echo()}
+NOT_AGENTS = {"echo": object()}
+'''
+
+
+async def test_tick_runs_a_python_agent_named_by_agents(db: Database, db_dsn: str,
+                                                        tmp_path: Path) -> None:
+    """--agents module:attr loads Python agents into the tick's worker: a manual task of a
+    definition whose agent is 'echo' completes with the agent's own report; without the
+    option no worker has 'echo' and the task is left pending; a module attribute that is
+    not a mapping of agents is exit 2 naming --agents."""
+    (tmp_path / "myagents.py").write_text(PY_AGENTS)
+    spec = tmp_path / "echo.toml"
+    spec.write_text('version = 1\ntitle = "Echo"\ninstructions = "Say it back"\n'
+                    '[trigger]\ntype = "cron"\nexpr = "0 9 * * 1"\nzone = "UTC"\n'
+                    '[agent]\nname = "echo"\n')
+    _, out, _ = await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+    token = out.strip().splitlines()[-1]
+    _, out, _ = await cli("propose", str(spec), "--tenant", "acme", "--id", "echo", "--owner",
+                          "alice", "--json", dsn=db_dsn, home=tmp_path)
+    digest = json.loads(out)["spec_hash"]
+    await cli("confirm", "echo", "--revision", "1", "--spec-hash", digest, "--token", token,
+              dsn=db_dsn, home=tmp_path)
+    await cli("trigger", "echo", "--token", token, dsn=db_dsn, home=tmp_path)
+    os.environ["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    try:
+        _, out, _ = await cli("tick", dsn=db_dsn, home=tmp_path)
+        assert json.loads(out)["tasks"] == {}  # nobody here has 'echo'
+        code, _, err = await cli("tick", "--agents", "myagents:NOT_AGENTS", dsn=db_dsn,
+                                 home=tmp_path, check=False)
+        assert code == 2 and "--agents" in err and "'echo' is not a named agent" in err
+        _, out, _ = await cli("tick", "--agents", "myagents:AGENTS", dsn=db_dsn, home=tmp_path)
+    finally:
+        os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"].split(os.pathsep, 1)[1]
+    assert json.loads(out)["tasks"] == {"completed": 1}
+    report = await db.pool.fetchrow("SELECT content_md, importance FROM reports")
+    assert (report["content_md"], report["importance"]) == (
+        "# echo\n\nSay it back (attempt 1)\n", "high")

@@ -1,29 +1,38 @@
 """Parsing the options that name Python objects or files: ``--agent NAME=CMD``,
-``--sources module:attr``, ``--series NAME[@VERSION]=CSV``, ``--schedules module:attr``.
+``--agents module:attr``, ``--sources module:attr``, ``--series NAME[@VERSION]=CSV``,
+``--schedules module:attr``.
 Input parsing only; what is loaded is checked by the objects themselves."""
 
 from __future__ import annotations
 
 import importlib
+import re
 import shlex
 from pathlib import Path
 
 from watchkeeper.runtime import AgentCatalog, CommandAgent, Registry, ScheduleDef
 from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
-from watchkeeper.triggers import SpecError
+from watchkeeper.triggers import IDENTIFIER_PATTERN, SpecError
 
 from ._app import fail_input, series_error
 
 __all__ = ["agents_from", "schedules_from", "sources_from"]
 
 
-def agents_from(agents: list[str]) -> AgentCatalog:
-    """A catalog with the built-in digest agent and one command agent per NAME=COMMAND.
+def agents_from(agents: list[str], target: str | None = None) -> AgentCatalog:
+    """A catalog with the built-in digest agent, the Python agents of ``--agents
+    module:attr`` (a mapping of name to an object with ``async run(ctx) ->
+    AgentResult``, or a callable returning one; default attribute ``AGENTS``), and one
+    command agent per ``--agent NAME=COMMAND`` (which wins on a shared name).
 
     Raises:
-        typer.Exit: code 2 for a malformed item.
+        typer.Exit: code 2 naming the option, for a malformed item, a module or attribute
+            that cannot be loaded, or something that is not a mapping of agents.
     """
     catalog = AgentCatalog()
+    if target is not None:
+        for name, runner in _python_agents(target).items():
+            catalog.add(name, runner)
     for item in agents:
         name, sep, command = item.partition("=")
         if not sep or not name or not command:
@@ -31,6 +40,27 @@ def agents_from(agents: list[str]) -> AgentCatalog:
                                        "e.g. --agent research='python research.py'"))
         catalog.add(name, CommandAgent(shlex.split(command)))
     return catalog
+
+
+def _python_agents(target: str) -> dict[str, object]:
+    module_name, _, attr = target.partition(":")
+    try:
+        value = getattr(importlib.import_module(module_name), attr or "AGENTS")
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise fail_input(SpecError("--agents", f"cannot load {target!r}: {exc}.",
+                                   "give module:attribute of a dict of name -> agent.")) from exc
+    value = value() if callable(value) and not isinstance(value, dict) else value
+    if not isinstance(value, dict):
+        raise fail_input(SpecError("--agents", f"{target} is not a mapping of agents.",
+                                   "make it a dict {name: agent}, e.g. {'research': Research()}."))
+    problems = [f"{name!r}" for name, runner in value.items()
+                if not isinstance(name, str) or not re.fullmatch(IDENTIFIER_PATTERN, name)
+                or not callable(getattr(runner, "run", None))]
+    if problems:
+        raise fail_input(SpecError("--agents", f"{target}: {', '.join(problems)} is not a named "
+                                   "agent.", "each name an identifier (letters, digits, _ and -), "
+                                   "each agent an object with async run(ctx) -> AgentResult."))
+    return value
 
 
 def sources_from(target: str | None, series: list[str]) -> SourceRegistry:

@@ -51,6 +51,7 @@ __all__: list[str] = []
 
 _DURATION = pydantic.TypeAdapter(timedelta)
 _AGENT_HELP = "NAME=COMMAND: a command agent."
+_AGENTS_HELP = "module:attr with a dict of name -> Python agent (async run(ctx))."
 _SOURCES_HELP = "module:attr with condition sources."
 _SERIES_HELP = "NAME[@VERSION]=CSV: a series source."
 
@@ -60,13 +61,14 @@ def run_cmd(
     workers: Annotated[int | None, typer.Option(min=1, max=64)] = None,
     schedules: Annotated[str | None, typer.Option(help="module:attr with operator ScheduleDefs.")] = None,
     agent: Annotated[list[str], typer.Option(help=_AGENT_HELP)] = [],  # noqa: B006
+    agents: Annotated[str | None, typer.Option(help=_AGENTS_HELP)] = None,
     sources: Annotated[str | None, typer.Option(help=_SOURCES_HELP)] = None,
     series: Annotated[list[str], typer.Option(help=_SERIES_HELP)] = [],  # noqa: B006
 ) -> None:
     """Run the supervisor until SIGTERM or SIGINT, which drain it: nothing new is claimed,
     runs in flight get WATCHKEEPER_DRAIN_SECONDS to finish, then the rest are interrupted
     and their tasks released for another supervisor; a second signal interrupts at once."""
-    registry, catalog = schedules_from(schedules), agents_from(agent)
+    registry, catalog = schedules_from(schedules), agents_from(agent, agents)
     found = sources_from(sources, series)
 
     async def run(db: Database, config: Settings) -> tuple[SupervisorStatistics, Supervisor]:
@@ -130,12 +132,13 @@ def shutdown_note(supervisor: Supervisor) -> str:
 def tick_cmd(
     work: Annotated[bool, typer.Option(help="Also run due tasks and send due notices.")] = True,
     agent: Annotated[list[str], typer.Option(help=_AGENT_HELP)] = [],  # noqa: B006
+    agents: Annotated[str | None, typer.Option(help=_AGENTS_HELP)] = None,
     sources: Annotated[str | None, typer.Option(help=_SOURCES_HELP)] = None,
     series: Annotated[list[str], typer.Option(help=_SERIES_HELP)] = [],  # noqa: B006
 ) -> None:
     """One tick (and one pass of the condition poller), for hosts that drive watchkeeper
     from an external cron."""
-    catalog = agents_from(agent)
+    catalog = agents_from(agent, agents)
     found = sources_from(sources, series)
 
     async def run(db: Database, config: Settings) -> dict[str, Any]:
@@ -161,6 +164,7 @@ def replay_cmd(
     keep: Annotated[bool, typer.Option(help="Keep the replay's tenant for history and SQL "
                                        "(default: removed once the replay has printed).")] = False,
     agent: Annotated[list[str], typer.Option(help=_AGENT_HELP)] = [],  # noqa: B006
+    agents: Annotated[str | None, typer.Option(help=_AGENTS_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per event per line.")] = False,
 ) -> None:
     """Replay conditional definitions over a historical series on a virtual clock.
@@ -170,7 +174,7 @@ def replay_cmd(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     config = settings()
-    catalog = agents_from(agent)
+    catalog = agents_from(agent, agents)
     every: str | float | None = poll_every
     if poll_every is not None and poll_every.replace(".", "", 1).isdigit():
         every = float(poll_every)

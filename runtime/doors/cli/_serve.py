@@ -52,6 +52,9 @@ class _Server(uvicorn.Server):
             self.settled.set()
 
 
+_AGENTS_HELP = "module:attr with a dict of name -> Python agent (async run(ctx))."
+
+
 @app.command("serve")
 def serve_cmd(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
@@ -62,13 +65,14 @@ def serve_cmd(
     workers: Annotated[int | None, typer.Option(min=1, max=64)] = None,
     schedules: Annotated[str | None, typer.Option(help="module:attr with operator ScheduleDefs.")] = None,
     agent: Annotated[list[str], typer.Option(help="NAME=COMMAND: a command agent.")] = [],  # noqa: B006
+    agents: Annotated[str | None, typer.Option(help=_AGENTS_HELP)] = None,
     sources: Annotated[str | None, typer.Option(help="module:attr with condition sources.")] = None,
     series: Annotated[list[str], typer.Option(help="NAME[@VERSION]=CSV: a series source.")] = [],  # noqa: B006
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the MCP tools
     (streamable HTTP at /mcp, Bearer agent key) and, by default, run the supervisor in
     the same process, until SIGTERM / SIGINT (the supervisor drains as in ``run``)."""
-    registry, catalog = schedules_from(schedules), agents_from(agent)
+    registry, catalog = schedules_from(schedules), agents_from(agent, agents)
     found = sources_from(sources, series)
 
     async def run(db: Database, config: Settings) -> Supervisor | None:
