@@ -412,6 +412,9 @@ async def test_run_and_serve_drain_on_sigterm(db: Database, db_dsn: str, tmp_pat
     await trigger_now(db, clock, me, "acme", "d1")
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
+    # The command agent stands for a run that outlasts the 1 s drain: it announces itself
+    # through the fifo and then blocks (sleep 60 inside the agent process, never in the
+    # test, which waits on the fifo and the process). The test asserts it was killed.
     code = (f"import os, sys, time; sys.stdin.read(); f = open({str(fifo)!r}, 'w'); "
             "f.write(str(os.getpid())); f.close(); time.sleep(60)")
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}

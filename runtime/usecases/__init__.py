@@ -92,6 +92,10 @@ from ._principals import authenticate as authenticate
 from ._principals import check_tenant as check_tenant
 from ._principals import list_users as list_users
 from ._principals import resolve_actor as resolve_actor
+from ._problems import PROBLEM_KINDS as PROBLEM_KINDS
+from ._problems import PROBLEM_TYPE_BASE as PROBLEM_TYPE_BASE
+from ._problems import ProblemKind as ProblemKind
+from ._problems import problem_kind as problem_kind
 from ._proposals import ProposalView as ProposalView
 from ._proposals import describe as describe
 from ._proposals import preview_spec as preview_spec
@@ -123,6 +127,7 @@ from ._webhooks import remove_endpoint as remove_endpoint
 from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
+    "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
     "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
     "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",
     "DefinitionView", "list_definitions",

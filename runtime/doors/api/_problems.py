@@ -31,21 +31,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from watchkeeper.runtime import (
-    AuthError,
-    ConfigError,
-    Conflict,
-    DatabaseUnavailable,
-    Forbidden,
-    NotFound,
-    WatchkeeperError,
-)
+from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import SpecError
 
 __all__ = ["FieldProblem", "Problem", "install", "problem_response"]
 
 PROBLEM_JSON = "application/problem+json"
-TYPE_BASE = "urn:watchkeeper:problem:"
+TYPE_BASE = uc.PROBLEM_TYPE_BASE
 
 
 class FieldProblem(BaseModel):
@@ -68,16 +60,6 @@ class Problem(BaseModel):
     errors: list[FieldProblem] = Field(default_factory=list)
 
 
-_MAP: tuple[tuple[type[BaseException], int, str, str], ...] = (
-    (SpecError, 422, "invalid-input", "The input is not valid"),
-    (Forbidden, 403, "forbidden", "This principal may not do this"),
-    (AuthError, 401, "unauthenticated", "Authentication is required"),
-    (NotFound, 404, "not-found", "Not found"),
-    (Conflict, 409, "conflict", "Conflicts with the current state"),
-    (DatabaseUnavailable, 503, "unavailable", "The database is unreachable"),
-    (ConfigError, 503, "misconfigured", "The deployment is misconfigured"),
-    (WatchkeeperError, 500, "internal", "Internal error"),
-)
 
 _STATUS_TITLES = {400: "The request cannot be read (not JSON, or not the documented media "
                         "type)", 401: "Authentication is required",
@@ -94,8 +76,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def problem_response(request: Request, exc: BaseException) -> JSONResponse:
     """The problem details response for ``exc`` (one of the mapped exceptions)."""
-    status, slug, title = next(((s, t, ti) for cls, s, t, ti in _MAP if isinstance(exc, cls)),
-                               (500, "internal", "Internal error"))
+    status, slug, title = uc.problem_kind(exc)
     errors = [FieldProblem(**p) for p in exc.to_json()] if isinstance(exc, SpecError) else []
     body = Problem(type=TYPE_BASE + slug, title=title, status=status,
                    detail=str(exc) if status != 500 else "", instance=request.url.path,
@@ -159,7 +140,7 @@ def _methods_of(request: Request) -> set[str]:
 
 def install(app: FastAPI) -> None:
     """Register the mapping on ``app``."""
-    for cls, *_ in _MAP:
+    for cls, *_ in uc.PROBLEM_KINDS:
         app.add_exception_handler(cls, problem_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(HTTPException, _http)

@@ -9,6 +9,7 @@ import importlib
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 from watchkeeper.runtime import AgentCatalog, CommandAgent, Registry, ScheduleDef
 from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
@@ -42,13 +43,22 @@ def agents_from(agents: list[str], target: str | None = None) -> AgentCatalog:
     return catalog
 
 
-def _python_agents(target: str) -> dict[str, object]:
+def _load(target: str, option: str, default_attr: str, what: str) -> Any:
+    """The object ``module:attr`` names (``default_attr`` when no ``:attr``).
+
+    Raises:
+        typer.Exit: code 2 naming ``option`` when it cannot be imported or found.
+    """
     module_name, _, attr = target.partition(":")
     try:
-        value = getattr(importlib.import_module(module_name), attr or "AGENTS")
+        return getattr(importlib.import_module(module_name), attr or default_attr)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise fail_input(SpecError("--agents", f"cannot load {target!r}: {exc}.",
-                                   "give module:attribute of a dict of name -> agent.")) from exc
+        raise fail_input(SpecError(option, f"cannot load {target!r}: {exc}.",
+                                   f"give module:attribute of {what}.")) from exc
+
+
+def _python_agents(target: str) -> dict[str, Any]:
+    value = _load(target, "--agents", "AGENTS", "a dict of name -> agent")
     value = value() if callable(value) and not isinstance(value, dict) else value
     if not isinstance(value, dict):
         raise fail_input(SpecError("--agents", f"{target} is not a mapping of agents.",
@@ -73,12 +83,7 @@ def sources_from(target: str | None, series: list[str]) -> SourceRegistry:
     """
     found = SourceRegistry()
     if target is not None:
-        module_name, _, attr = target.partition(":")
-        try:
-            value = getattr(importlib.import_module(module_name), attr or "SOURCES")
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise fail_input(SpecError("--sources", f"cannot load {target!r}: {exc}.",
-                                       "give module:attribute of a list of sources.")) from exc
+        value = _load(target, "--sources", "SOURCES", "a list of sources")
         value = value() if callable(value) and not isinstance(value, SourceRegistry) else value
         try:
             items = list(value)
@@ -117,12 +122,7 @@ def schedules_from(target: str | None) -> Registry:
     """
     if target is None:
         return Registry()
-    module_name, _, attr = target.partition(":")
-    try:
-        value = getattr(importlib.import_module(module_name), attr or "SCHEDULES")
-    except (ImportError, AttributeError) as exc:
-        raise fail_input(SpecError("--schedules", f"cannot load {target!r}: {exc}.",
-                                   "give module:attribute of a list of ScheduleDef.")) from exc
+    value = _load(target, "--schedules", "SCHEDULES", "a list of ScheduleDef")
     items = value() if callable(value) else value
     if not all(isinstance(i, ScheduleDef) for i in items):
         raise fail_input(SpecError("--schedules", f"{target} is not a list of ScheduleDef.",

@@ -28,42 +28,26 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from watchkeeper.runtime import (
-    AuthError,
-    ConfigError,
-    Conflict,
     DatabaseUnavailable,
-    Forbidden,
-    NotFound,
-    WatchkeeperError,
 )
+from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import SpecError
 
 from ._models import FieldProblem, ToolProblem
 
 __all__ = ["KNOWN", "TYPE_BASE", "answer", "problem_of", "refusal"]
 
-TYPE_BASE = "urn:watchkeeper:problem:"
+TYPE_BASE = uc.PROBLEM_TYPE_BASE
 
-_MAP: tuple[tuple[type[BaseException], int, str, str], ...] = (
-    (SpecError, 422, "invalid-input", "The input is not valid"),
-    (Forbidden, 403, "forbidden", "This principal may not do this"),
-    (AuthError, 401, "unauthenticated", "Authentication is required"),
-    (NotFound, 404, "not-found", "Not found"),
-    (Conflict, 409, "conflict", "Conflicts with the current state"),
-    (DatabaseUnavailable, 503, "unavailable", "The database is unreachable"),
-    (ConfigError, 503, "misconfigured", "The deployment is misconfigured"),
-    (WatchkeeperError, 500, "internal", "Internal error"),
-)
 
-KNOWN: tuple[type[BaseException], ...] = tuple(cls for cls, *_ in _MAP)
+KNOWN: tuple[type[BaseException], ...] = tuple(cls for cls, *_ in uc.PROBLEM_KINDS)
 """The exceptions a tool answers as a refusal (anything else is a crash)."""
 
 
 def problem_of(exc: BaseException) -> ToolProblem:
     """The problem details of ``exc`` (one of :data:`KNOWN`): a spec error lists every
     problem with its field and fix; an internal error shows no detail."""
-    status, slug, title = next(((s, t, ti) for cls, s, t, ti in _MAP if isinstance(exc, cls)),
-                               (500, "internal", "Internal error"))
+    status, slug, title = uc.problem_kind(exc)
     errors = [FieldProblem(**p) for p in exc.to_json()] if isinstance(exc, SpecError) else []
     return ToolProblem(type=TYPE_BASE + slug, title=title, status=status,
                        detail=str(exc) if status != 500 else "",
