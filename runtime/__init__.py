@@ -55,6 +55,7 @@ from .engine import AgentResult as AgentResult
 from .engine import AgentRunner as AgentRunner
 from .engine import Clock as Clock
 from .engine import CommandAgent as CommandAgent
+from .engine import Continuation as Continuation
 from .engine import DigestAgent as DigestAgent
 from .engine import DrainReport as DrainReport
 from .engine import EffectGate as EffectGate
@@ -104,5 +105,13 @@ __all__ = [
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",
     "tick", "Settings", "LoopDied", "DrainReport", "Shutdown", "Supervisor", "SupervisorConfig",
     "SupervisorStatistics",
-    "Worker", "unclaimable_tasks", "load_units_file", "load_settings",
+    "Worker", "unclaimable_tasks", "load_units_file", "load_settings", "Continuation",
+    "ModelAgent", "ModelEndpoint",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("ModelAgent", "ModelEndpoint"):  # imported on first use (see engine)
+        from . import engine
+        return getattr(engine, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -152,11 +152,12 @@ async def test_a_run_reporting_more_than_its_budget_fails_with_its_usage(
     outcome = await worker.run_once()
     assert outcome is not None and outcome.status == "failed"
     assert outcome.reason == (f"BudgetExceeded: {problem} (charged after the run: it could not "
-                              "be stopped before it reported)")
+                              "be stopped before it reported); the budget spans the task's "
+                              "attempts and roots, so it is not retried")
     recorded = {**NO_USAGE, "tool_attempts": 1,
                 **{k: str(Decimal(str(v))) if k == "cost_usd" else v + (k == "tool_attempts")
                    for k, v in usage.items()}}
-    assert await runs(db) == [(1, "failed", recorded)]
+    assert await runs(db) == [(1, "budget_exceeded", recorded)]
     assert await db.pool.fetchval("SELECT count(*) FROM reports") == 0
     assert await worker.run_once() is None
 
@@ -178,7 +179,7 @@ async def test_the_budget_spans_attempts_and_the_run_crossing_it_is_the_last(
     assert outcome.reason.startswith("BudgetExceeded: tool_attempts: the run reported usage "
                                      "that brings the task to 4, past its limit of 3")
     assert await runs(db) == [(1, "failed", {**NO_USAGE, "tool_attempts": 1}),
-                              (2, "failed", {**NO_USAGE, "tool_attempts": 3})]
+                              (2, "budget_exceeded", {**NO_USAGE, "tool_attempts": 3})]
     assert (await tasks(db))[0]["status"] == "failed"
 
 
@@ -202,7 +203,7 @@ async def test_usage_a_python_agent_returns_is_settled_against_the_budget(
     assert outcome is not None and outcome.status == "failed"
     assert outcome.reason.startswith("BudgetExceeded: model_requests: the run reported usage "
                                      "that brings the task to 3, past its limit of 2")
-    assert await runs(db) == [(1, "failed", {**NO_USAGE, "model_requests": 3})]
+    assert await runs(db) == [(1, "budget_exceeded", {**NO_USAGE, "model_requests": 3})]
 
 
 def test_plain_text_and_json_that_is_not_an_object_are_the_report() -> None:

@@ -302,7 +302,7 @@ async def test_a_kept_replay_settles_its_unsent_notices(db: Database, tmp_path: 
     assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0
 
 
-def test_a_replay_file_may_not_send_webhooks(tmp_path: Path) -> None:
+async def test_a_replay_file_may_not_send_webhooks(tmp_path: Path) -> None:
     path = tmp_path / "defs.toml"
     path.write_text('[[definitions]]\nid = "a"\nversion = 1\n'
                     'delivery = [{ channel = "webhook", destination = "ops" }]\n'
@@ -314,8 +314,8 @@ def test_a_replay_file_may_not_send_webhooks(tmp_path: Path) -> None:
     source = SeriesSource([], name="series", version="1")
     start = datetime(2024, 1, 1, tzinfo=UTC)
     with pytest.raises(SpecError) as raised:
-        anyio.run(lambda: replay(None, definitions, source, start=start,  # type: ignore[arg-type]
-                                 end=start + timedelta(days=1), home=tmp_path))
+        await replay(None, definitions, source, start=start,  # type: ignore[arg-type]
+                     end=start + timedelta(days=1), home=tmp_path)
     assert raised.value.field == "a.delivery.0.channel"
 
 
@@ -354,7 +354,7 @@ async def test_poll_changes_are_filtered_before_the_limit_and_paged(
         await polls(db, PollsQuery(summary.tenant_id, "no-such-definition"))
 
 
-def test_a_replay_refuses_an_agent_it_does_not_have(tmp_path: Path) -> None:
+async def test_a_replay_refuses_an_agent_it_does_not_have(tmp_path: Path) -> None:
     """A definition naming agent 'research' is refused before anything is stored: the
     replay's worker has only 'digest' and would leave the task waiting forever."""
     path = tmp_path / "defs.toml"
@@ -367,8 +367,8 @@ def test_a_replay_refuses_an_agent_it_does_not_have(tmp_path: Path) -> None:
     source = SeriesSource([], name="series", version="1")
     start = datetime(2024, 1, 1, tzinfo=UTC)
     with pytest.raises(SpecError) as raised:
-        anyio.run(lambda: replay(None, definitions, source, start=start,  # type: ignore[arg-type]
-                                 end=start + timedelta(days=1), home=tmp_path))
+        await replay(None, definitions, source, start=start,  # type: ignore[arg-type]
+                     end=start + timedelta(days=1), home=tmp_path)
     assert raised.value.field == "a.agent.name"
     assert raised.value.problem.startswith("names agent 'research'; this replay has digest")
 

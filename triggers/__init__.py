@@ -12,6 +12,8 @@ Errors::
     └── NonAdvancingScheduleError
 """
 
+from ._agent_params import MODEL_AGENT as MODEL_AGENT
+from ._agent_params import ModelAgentParams as ModelAgentParams
 from ._bindings import IDENTIFIER_PATTERN as IDENTIFIER_PATTERN
 from ._bindings import OPERATOR_TENANT as OPERATOR_TENANT
 from ._bindings import RESERVED_PARAM_KEYS as RESERVED_PARAM_KEYS
@@ -119,6 +121,7 @@ from ._zones import require_aware as require_aware
 from ._zones import tzdata_version as tzdata_version
 
 __all__ = [
+    "MODEL_AGENT", "ModelAgentParams",
     "IDENTIFIER_PATTERN", "ENDPOINT_NAME_PATTERN", "OPERATOR_TENANT", "RESERVED_PARAM_KEYS",
     "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",

@@ -17,6 +17,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from ._agent_params import RESERVED_PARAM_KEYS
 from ._errors import SpecError
 from ._spec import Delivery
 from ._storable import refuse_unstorable
@@ -39,9 +40,6 @@ tenants may not start with ``_``."""
 USER_BINDING_ID = "owner"
 """The one binding of a user-confirmed definition; reserved for operator bindings."""
 
-RESERVED_PARAM_KEYS = frozenset({"schedule", "trigger"})
-"""Params keys the runtime stamps itself: the trusted schedule triple, and for a
-condition the verdict and the observations that made it fire."""
 
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 IDENTIFIER_PATTERN = f"^{_IDENT.pattern}$"

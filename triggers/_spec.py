@@ -34,6 +34,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
 
+from ._agent_params import MODEL_AGENT, RESERVED_PARAM_KEYS, ModelAgentParams
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
 from ._conditions import Predicate, check_bounds
 from ._cron import CronExpression, CronSchedule, DstGap
@@ -271,6 +272,9 @@ class AtTrigger(_Model):
         return AtSchedule(instant, self.zone, note)
 
 
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
 class SourceRef(_Model):
     """Which observation source a condition reads, and the version it was confirmed
     with: a source that reports another version yields ``unknown``, never a silently
@@ -389,10 +393,33 @@ class Ends(_Model):
 
 
 class AgentSpec(_Model):
-    """Which agent runs the task (default: the built-in deterministic digest)."""
+    """Which agent runs the task (default: the built-in deterministic digest).
+
+    ``params`` are the agent's own; for the built-in ``model`` agent they are checked
+    here (:class:`~triggers._agent_params.ModelAgentParams`), each problem naming
+    ``agent.params.<field>``. No agent's params may set a key the runtime writes
+    (``schedule``, ``trigger``).
+    """
 
     name: str = "digest"
     params: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @pydantic.model_validator(mode="after")
+    def _params(self) -> AgentSpec:
+        problems = [SpecProblem(f"agent.params.{key}", "is set by the runtime, not by a spec.",
+                                f"remove {key}; the agent reads the runtime's own {key} "
+                                "facts from its context.")
+                    for key in sorted(RESERVED_PARAM_KEYS & set(self.params))]
+        if self.name == MODEL_AGENT:
+            try:
+                ModelAgentParams.model_validate(
+                    {k: v for k, v in self.params.items() if k not in RESERVED_PARAM_KEYS})
+            except pydantic.ValidationError as exc:
+                problems += [SpecProblem(_field_at("agent.params", p.field), p.problem, p.fix)
+                             for p in _translate(exc)]
+        if problems:
+            raise SpecError.of(problems)
+        return self
 
 
 class Limits(_Model):
@@ -408,6 +435,7 @@ class Limits(_Model):
     max_tool_attempts: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
     max_cost_usd: Annotated[Decimal, Field(ge=0, le=1_000_000_000)] | None = None
     max_polls_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
+    max_roots: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 1
 
     @pydantic.field_validator("deadline", mode="before")
     @classmethod
@@ -542,11 +570,34 @@ class SpecV1(_Model):
             raise SpecError("jitter", "must be between 0 and 1 hour.", "e.g. jitter = 'PT30S'.")
         return value
 
+    @pydantic.field_validator("sources")
+    @classmethod
+    def _sources(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        problems = [SpecProblem(f"sources.{i}", f"{name!r} is not a source name.",
+                                "use 1-64 letters, digits, '.', '_' or '-', starting with a "
+                                "letter or digit: the name a supervisor registers the "
+                                "source under (--series, --sources).")
+                    for i, name in enumerate(value) if not _SOURCE_NAME.fullmatch(name)]
+        problems += [SpecProblem(f"sources.{i}", f"{name!r} is listed twice.", "list it once.")
+                     for i, name in enumerate(value) if name in value[:i]]
+        if problems:
+            raise SpecError.of(problems)
+        return value
+
     DESCRIPTIVE: ClassVar[frozenset[str]] = frozenset({"title", "notes"})
+
+    ADDED_LATER: ClassVar[tuple[tuple[str, str, Any], ...]] = (("limits", "max_roots", 1),)
+    """Fields added to version 1 after it shipped, with their defaults: left out of the
+    effective part while at the default, so a definition confirmed before they existed
+    keeps its ``spec_hash``."""
 
     def effective(self) -> dict[str, Any]:
         """The effective part as canonical plain data (durations in seconds)."""
-        return _plain(self.model_dump(mode="python", exclude=set(self.DESCRIPTIVE), by_alias=True))
+        data = self.model_dump(mode="python", exclude=set(self.DESCRIPTIVE), by_alias=True)
+        for table, name, default in self.ADDED_LATER:
+            if data[table][name] == default:
+                del data[table][name]
+        return _plain(data)
 
     @property
     def spec_hash(self) -> str:
@@ -698,7 +749,7 @@ def _translate(exc: pydantic.ValidationError) -> list[SpecProblem]:
             continue  # a list whose items failed is "too short after validation" too
         problem = _problems_of(error, errors)
         if error["type"] == "extra_forbidden" and problem[0].fix.startswith("did you mean"):
-            parent = _where(error["loc"][:-1])
+            parent = _where(error["loc"][:-1]) if len(error["loc"]) > 1 else ""
             suggested.add(f"{parent}.{_suggestion(error, errors)}".lstrip("."))
         problems.extend(problem)
     missing = {_where(e["loc"]) for e in errors if e["type"] == "missing"}

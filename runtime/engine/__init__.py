@@ -20,6 +20,8 @@ from ._agents import AgentContext as AgentContext
 from ._agents import AgentResult as AgentResult
 from ._agents import AgentRunner as AgentRunner
 from ._agents import BudgetGuard as BudgetGuard
+from ._agents import Continuation as Continuation
+from ._agents import ContinuedFrom as ContinuedFrom
 from ._agents import DigestAgent as DigestAgent
 from ._agents import OccurrenceInfo as OccurrenceInfo
 from ._agents import Usage as Usage
@@ -51,6 +53,8 @@ from ._supervisor import SupervisorStatistics as SupervisorStatistics
 from ._supervisor import close_channels as close_channels
 from ._supervisor import default_channels as default_channels
 from ._supervisor import make_dispatcher as make_dispatcher
+from ._tools import ScopedSources as ScopedSources
+from ._tools import ToolRefused as ToolRefused
 from ._worker import TaskOutcome as TaskOutcome
 from ._worker import Worker as Worker
 
@@ -62,5 +66,17 @@ __all__ = [
     "supervisor_states", "PollEvent", "PollReport", "poll_once",
     "Registry", "RunContext", "ScheduleDef", "register", "tick", "LoopDied", "Supervisor",
     "SupervisorConfig", "SupervisorStatistics", "close_channels", "default_channels",
-    "make_dispatcher", "TaskOutcome", "Worker",
+    "make_dispatcher", "TaskOutcome", "Worker", "Continuation", "ContinuedFrom", "ScopedSources",
+    "ToolRefused", "ModelAgent", "ModelEndpoint",
 ]
+
+_LAZY = {"ModelAgent", "ModelEndpoint"}
+"""Imported on first use: the model loop (pydantic-ai, openai) costs ~0.6 s to import and
+a supervisor without a model endpoint never needs it."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from . import _model_agent
+        return getattr(_model_agent, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

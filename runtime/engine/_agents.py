@@ -18,7 +18,7 @@ the worker refuses, without another attempt, a result PostgreSQL cannot hold.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
@@ -36,6 +36,9 @@ __all__ = [
     "AgentResult",
     "AgentRunner",
     "BudgetGuard",
+    "Continuation",
+    "ContinuedFrom",
+    "RunJournal",
     "DigestAgent",
     "Importance",
     "OccurrenceInfo",
@@ -104,20 +107,74 @@ class Usage:
 class BudgetGuard:
     """A task's run budget (``limits.max_model_requests``, ``max_tool_attempts``,
     ``max_cost_usd``); ``None`` limits are unlimited. The budget is the task's, not one
-    attempt's: ``spent_before`` carries what earlier attempts used (DESIGN: a retry stays
-    within the task's budget); ``used`` is this attempt's spending.
+    attempt's: ``spent_before`` carries what its earlier attempts and roots used (DESIGN:
+    a retry or a continuation stays within the task's budget); ``used`` is this run's
+    spending.
 
-    Two ways to spend: :meth:`charge` before spending (refused, and nothing recorded,
-    if it would pass a limit: the spending must then not happen), and :meth:`settle`
-    after the fact, for usage an agent could only report once it had spent it (a
-    command agent cannot be stopped before it reports): recorded in full, then checked.
+    Ways to spend: :meth:`charge` before spending (refused, and nothing recorded, if it
+    would pass a limit: the spending must then not happen); :meth:`reserve`, the same
+    and then written to the run's row through ``persist`` (fenced by the lease token: a
+    stale run's charge raises :class:`~watchkeeper.runtime.StaleLease` and it must not
+    spend); :meth:`true_up` once a reserved cost is known (written unfenced: it was
+    spent); and :meth:`settle` after the
+    fact, for usage an agent could only report once it had spent it (a command agent
+    cannot be stopped before it reports): recorded in full, then checked.
     """
 
     def __init__(self, *, model_requests: int | None = None, tool_attempts: int | None = None,
-                 cost_usd: Decimal | None = None, spent_before: Usage | None = None) -> None:
+                 cost_usd: Decimal | None = None, spent_before: Usage | None = None,
+                 persist: Callable[[Usage, bool], Awaitable[None]] | None = None) -> None:
         self.limits = (model_requests, tool_attempts, cost_usd)
         self.spent_before = spent_before or Usage()
         self.used = Usage()
+        self._persist = persist
+
+    def would_fit(self, *, model_requests: int = 0, tool_attempts: int = 0,
+                  cost_usd: Decimal = Decimal(0)) -> bool:
+        """Whether a charge of these amounts would stay within every limit."""
+        try:
+            self._check(self.used + Usage(model_requests, tool_attempts, cost_usd))
+        except BudgetExceeded:
+            return False
+        return True
+
+    async def reserve(self, *, model_requests: int = 0, tool_attempts: int = 0,
+                      cost_usd: Decimal = Decimal(0)) -> None:
+        """:meth:`charge`, then write the run's usage so far before the spending happens.
+
+        Raises:
+            BudgetExceeded: the charge would pass a limit (nothing is recorded).
+            StaleLease: the run's token is no longer current (the charge stays recorded
+                in memory; the spending must not happen).
+        """
+        self.charge(model_requests=model_requests, tool_attempts=tool_attempts,
+                    cost_usd=cost_usd)
+        await self.save()
+
+    async def true_up(self, *, reserved_usd: Decimal, cost_usd: Decimal, input_tokens: int = 0,
+                      output_tokens: int = 0) -> None:
+        """Replace a reserved cost by the known one and add the tokens it reported, then
+        write the usage. A known cost above the reservation is recorded in full (it was
+        spent) and then checked.
+
+        Raises:
+            BudgetExceeded: the totals now pass a limit (the usage stays recorded).
+            StaleLease: as for :meth:`reserve`.
+        """
+        used = self.used
+        self.used = Usage(used.model_requests, used.tool_attempts,
+                          max(used.cost_usd - reserved_usd, Decimal(0)) + cost_usd,
+                          used.input_tokens + input_tokens, used.output_tokens + output_tokens)
+        await self.save(before=False)
+        self._check(self.used, after=True)
+
+    async def save(self, *, before: bool = True) -> None:
+        """Write the usage so far through ``persist`` (nothing without one): ``before``
+        a spending, fenced by the lease token (a stale run raises
+        :class:`~watchkeeper.runtime.StaleLease` and must not spend); after one, to the
+        run's own row whatever became of its lease (what was spent is recorded)."""
+        if self._persist is not None:
+            await self._persist(recordable_usage(self.used), before)
 
     def charge(self, *, model_requests: int = 0, tool_attempts: int = 0,
                cost_usd: Decimal = Decimal(0), input_tokens: int = 0,
@@ -158,6 +215,66 @@ class BudgetGuard:
                 raise BudgetExceeded(f"{name}: {value} would exceed the task's limit of {limit}")
 
 
+@dataclass
+class RunJournal:
+    """What one run did besides spending, recorded on its row: the model that answered
+    (``None``: no model) and each tool call, in order (``{"tool", "source", "subject",
+    "status", ...}``; a refused call has ``status = "refused"`` and a ``reason``)."""
+
+    model: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+CONTINUATION_TEXT_LIMIT = 20_000
+"""Characters of a continuation's reason or instructions an agent may give."""
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """An agent's explicit request to go on in a further root run of the same task
+    (seed 004: only such a durably recorded intent authorizes another root).
+
+    Attributes:
+        reason: why the work is not finished, for the history (1-20,000 characters).
+        instructions: what the next root should do (1-20,000 characters).
+
+    Raises:
+        ValueError: an empty or overlong ``reason`` or ``instructions``, or text
+            PostgreSQL cannot store.
+    """
+
+    reason: str
+    instructions: str
+
+    def __post_init__(self) -> None:
+        for name in ("reason", "instructions"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"continuation.{name} is empty. Fix: say in words why the "
+                                 "run goes on and what the next root should do.")
+            if len(value) > CONTINUATION_TEXT_LIMIT:
+                raise ValueError(f"continuation.{name} has {len(value)} characters, over "
+                                 f"{CONTINUATION_TEXT_LIMIT}. Fix: shorten it.")
+            if (problem := storable_problem(f"continuation.{name}", value)) is not None:
+                raise ValueError(problem)
+
+    def to_json(self) -> dict[str, str]:
+        """JSON form."""
+        return {"reason": self.reason, "instructions": self.instructions}
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuedFrom:
+    """For a run of root 2 or later: the accepted intent that started its root and the
+    report the previous root wrote (``run_id`` of that run)."""
+
+    root: int
+    run_id: int
+    reason: str
+    instructions: str
+    previous_report: str
+
+
 @dataclass(frozen=True, slots=True)
 class OccurrenceInfo:
     """The occurrence a task was admitted for (UTC instants; lateness in seconds)."""
@@ -191,6 +308,12 @@ class AgentContext:
     effects: Any = None  # engine._effects.EffectGate; typed loosely to keep this module light
     previous_reports: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     artifact_dir: Path | None = None
+    root: int = 1
+    max_roots: int = 1
+    continued_from: ContinuedFrom | None = None
+    sources: Any = None  # engine._tools.ScopedSources: reads within the definition's scope
+    journal: RunJournal = field(default_factory=RunJournal)
+    clock: Any = None  # engine._clock.Clock: the worker's (anchored) clock; read time here
 
     def to_json(self) -> dict[str, Any]:
         """The context as JSON (what a command agent reads on stdin)."""
@@ -205,18 +328,28 @@ class AgentContext:
             "audiences": list(self.audiences) if self.audiences is not None else None,
             "occurrence": occurrence,
             "artifact_dir": str(self.artifact_dir) if self.artifact_dir else None,
+            "root": self.root, "max_roots": self.max_roots,
+            "continued_from": None if self.continued_from is None else {
+                "root": self.continued_from.root, "reason": self.continued_from.reason,
+                "instructions": self.continued_from.instructions,
+                "previous_report": self.continued_from.previous_report},
         }
 
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
-    """What a run returns: a markdown report, its importance, usage, and optionally
-    the path of an artifact it wrote (checked against the output promise)."""
+    """What a run returns: a markdown report, its importance, usage, optionally the
+    path of an artifact it wrote (checked against the output promise), a one-line
+    ``headline``, and a :class:`Continuation` when the agent asks for a further root
+    run (granted within ``limits.max_roots``, the deadline and the budget; otherwise
+    this report is the task's, with the refusal recorded)."""
 
     report: str
     importance: Importance = Importance.NORMAL
     usage: Usage = Usage()
     artifact: Path | None = None
+    headline: str = ""
+    continuation: Continuation | None = None
 
 
 BIGINT_MAX = 2**63 - 1
@@ -247,6 +380,13 @@ def result_problems(result: Any) -> list[str]:
                         "normal or high)")
     if not isinstance(result.usage, Usage):
         problems.append(f"usage: {type(result.usage).__name__} is not a Usage")
+    if not isinstance(result.headline, str):
+        problems.append(f"headline: {type(result.headline).__name__} is not a str")
+    elif (problem := storable_problem("the headline", result.headline)) is not None:
+        problems.append(f"headline: {problem}")
+    if result.continuation is not None and not isinstance(result.continuation, Continuation):
+        problems.append(f"continuation: {type(result.continuation).__name__} is not a "
+                        "Continuation")
     if result.artifact is not None:
         if not isinstance(result.artifact, str | Path):
             problems.append(f"artifact: {type(result.artifact).__name__} is not a path")

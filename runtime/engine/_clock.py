@@ -151,6 +151,12 @@ class FakeClock:
         while len(self._sleepers) < count:
             await self._changed.wait()
 
+    async def wait_for_sleep(self, seconds: float) -> None:
+        """Wait until some task sleeps until exactly ``seconds`` from now (for tests that
+        must move time only once a particular wait has begun)."""
+        while not any(abs(s.wake_at - self._mono - seconds) < 1e-9 for s in self._sleepers):
+            await self._changed.wait()
+
     @property
     def sleepers(self) -> int:
         """How many tasks are waiting on this clock."""

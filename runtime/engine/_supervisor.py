@@ -383,7 +383,7 @@ class Supervisor:
             worker = Worker(self.db, self.clock, self.agents,
                             worker_id=f"{cfg.supervisor_id}/w{index}",
                             artifact_root=cfg.home / "artifacts", lease_seconds=cfg.lease_seconds,
-                            retry_base=cfg.retry_base)
+                            retry_base=cfg.retry_base, sources=self.sources)
             self._workers.append(worker)
             loops.append((f"worker-{index}", self._worker_step(worker), cfg.poll_seconds))
             self._kickable[f"worker-{index}"] = "work"

@@ -33,6 +33,19 @@ deadline, verify the output promise, and commit the report while the token is cu
   task's deadline and ``max_attempts`` as for a failed run (no backoff: nothing failed);
   with no attempt or time left it ends ``failed`` or ``timed_out`` instead. A killed
   process releases nothing: its leases expire and are taken over.
+* A run's spending is written to its row as it is charged, before the model request
+  or tool call it pays for (``run_charge``, fenced by the token: a stale run's charge
+  is refused and it stops); a run stopped by its budget ends ``budget_exceeded`` and
+  the task is not retried. Tool calls go through ``ctx.sources``
+  (:class:`~._tools.ScopedSources`: the definition's ``sources`` scope) and are
+  recorded on the run, with the model that answered.
+* Continuation (seed 004): a run that returns a :class:`~._agents.Continuation` while
+  the task's root is below ``limits.max_roots`` and its deadline has not passed ends
+  ``continued``, its intent and report recorded on the run, and the task goes back to
+  ``pending`` (claimable now) as its next root, with ``max_attempts`` attempts for it
+  and the same deadline and total budget. Past ``max_roots`` or the deadline the
+  intent is recorded as refused, with why, and the report is committed as the task's.
+  Nothing else starts a root: a failed run, text, or a dropped connection.
 * One task's trouble never stops the worker: a non-transient database error
   (:class:`StoreError`) while handling a task fails that task with the error as its
   reason (or, if even that is refused, a fixed one), and the worker carries on. Only a
@@ -55,6 +68,7 @@ from typing import Any
 import anyio
 
 from watchkeeper.outbox._retry import backoff_seconds
+from watchkeeper.sources import SourceRegistry
 from watchkeeper.triggers import format_utc
 
 from .._errors import (
@@ -73,8 +87,11 @@ from ._agents import (
     AgentContext,
     AgentResult,
     BudgetGuard,
+    ContinuedFrom,
     OccurrenceInfo,
+    RunJournal,
     Usage,
+    parse_json_object,
     recordable_usage,
     result_problems,
     usage_problems,
@@ -82,6 +99,7 @@ from ._agents import (
 from ._clock import Clock
 from ._effects import EffectGate
 from ._fleet import offered_agents, supervisor_states
+from ._tools import ScopedSources
 from ._verify import verify_output
 
 __all__ = ["DELIVERY_NAMESPACE", "REASON_LIMIT", "UNRECORDABLE", "TaskOutcome", "Worker",
@@ -143,13 +161,18 @@ class Worker:
         retry_base, retry_cap: backoff of a failed attempt, seconds.
         tenant_id: claim only this tenant's tasks (a replay's worker on a virtual
             clock must never run anyone else's); ``None``: every tenant's.
+        sources: the sources a run may read through ``ctx.sources`` (within its
+            definition's ``sources`` scope); default none.
     """
 
     def __init__(self, db: Database, clock: Clock, agents: AgentCatalog, *, worker_id: str,
                  artifact_root: Path, lease_seconds: float = 60.0,
                  renew_every: float | None = None, retry_base: float = 2.0,
-                 retry_cap: float = 60.0, tenant_id: str | None = None) -> None:
+                 retry_cap: float = 60.0, tenant_id: str | None = None,
+                 sources: SourceRegistry | None = None) -> None:
         self.db, self.clock, self.agents = db, clock, agents
+        self.sources = sources or SourceRegistry()
+        self._journals: dict[int, RunJournal] = {}
         self.tenant_id = tenant_id
         self.worker_id = worker_id
         self.artifact_root = artifact_root
@@ -251,7 +274,7 @@ class Worker:
                 return await self._finish(task, status, reason)
             run_id = await self.db.fetchval(
                 "run_insert", task["tenant_id"], task["task_id"], task["attempts"],
-                task["lease_token"], self.worker_id, self.clock.now())
+                task["lease_token"], self.worker_id, self.clock.now(), task["root"])
             assert run_id is not None
             return await self._attempt(task, run_id)
         except StoreError as exc:
@@ -271,6 +294,9 @@ class Worker:
                 return await self._finish(task, "failed", reason)
             except StoreError as refused:
                 return await self._unrecordable(task, run_id, refused, Usage())
+        finally:
+            if run_id is not None:
+                self._journals.pop(run_id, None)
 
     async def _unrecordable(self, task: Mapping[str, Any], run_id: int | None,
                             error: StoreError, usage: Usage) -> TaskOutcome:
@@ -329,7 +355,7 @@ class Worker:
         except LookupError as exc:
             await self._close_run(task, run_id, "failed", str(exc))
             return await self._finish(task, "failed", str(exc))
-        ctx = await self._context(task, spec)
+        ctx = await self._context(task, spec, run_id)
         remaining = (task["deadline_at"] - self.clock.now()).total_seconds()
         ending = await self._supervised(task, agent.run, ctx, remaining)
         try:
@@ -354,6 +380,9 @@ class Worker:
             except BudgetExceeded as exc:
                 return await self._failed(task, run_id, exc, ctx.budget.used)
             problems = usage_problems(ctx.budget.used)
+            if not problems and result.continuation is not None:
+                return await self._continue(task, run_id, spec, ctx,
+                                            replace(result, usage=ctx.budget.used))
         if problems:
             refusal = AgentError(
                 f"the agent's result cannot be stored: {'; '.join(problems)}. Fix: return text "
@@ -363,7 +392,7 @@ class Worker:
         assert isinstance(result, AgentResult)
         return await self._commit(task, run_id, spec, ctx, replace(result, usage=ctx.budget.used))
 
-    async def _context(self, task: Mapping[str, Any], spec: Any) -> AgentContext:
+    async def _context(self, task: Mapping[str, Any], spec: Any, run_id: int) -> AgentContext:
         previous = await self.db.fetch("reports_previous", task["tenant_id"], task["definition_id"],
                                        task["binding_id"], 5)
         limits = spec.limits
@@ -374,6 +403,21 @@ class Worker:
             if not artifact_dir.is_relative_to(root):  # the spec check makes this unreachable
                 raise ValueError(f"artifact directory {artifact_dir} is outside {root}")
             artifact_dir.mkdir(parents=True, exist_ok=True)
+        journal = RunJournal()
+        self._journals[run_id] = journal
+
+        async def persist(used: Usage, before: bool) -> None:
+            args = (task["tenant_id"], run_id, used.to_json(), journal.model, journal.tool_calls)
+            if not before:
+                with anyio.CancelScope(shield=True):  # spent: recorded even when cancelled
+                    await self.db.execute("run_record_usage", *args)
+            elif await self.db.fetchval("run_charge", *args, task["lease_token"]) is None:
+                raise StaleLease(f"task {task['task_id']}: token {task['lease_token']} is not "
+                                 "current; the run must not spend more")
+
+        budget = BudgetGuard(model_requests=limits.max_model_requests,
+                             tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd,
+                             spent_before=await self._spent_before(task, run_id), persist=persist)
         started = task["started_at"]
         occurrence = OccurrenceInfo(
             task["slot"], task["kind"], task["scheduled_for"], task["not_before"],
@@ -385,19 +429,33 @@ class Worker:
             binding_id=task["binding_id"], task_id=task["task_id"], attempt=task["attempts"],
             title=spec.title, instructions=task["message"], params=task["params"],
             audiences=tuple(task["audiences"]) if task["audiences"] is not None else None,
-            occurrence=occurrence,
-            budget=BudgetGuard(model_requests=limits.max_model_requests,
-                               tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd,
-                               spent_before=await self._spent_before(task)),
+            occurrence=occurrence, budget=budget,
             effects=EffectGate(self.db, self.clock, tenant_id=task["tenant_id"],
                                task_id=task["task_id"], idempotency_key=task["idempotency_key"],
                                lease_token=task["lease_token"]),
             previous_reports=[dict(r) for r in previous], artifact_dir=artifact_dir,
+            root=task["root"], max_roots=limits.max_roots,
+            continued_from=await self._continued_from(task),
+            sources=ScopedSources(self.sources, spec.sources, budget, journal, self.clock),
+            journal=journal, clock=self.clock,
         )
 
-    async def _spent_before(self, task: Mapping[str, Any]) -> Usage:
-        """What the task's earlier attempts used (their run rows)."""
-        row = await self.db.fetchrow("runs_usage_total", task["tenant_id"], task["task_id"])
+    async def _continued_from(self, task: Mapping[str, Any]) -> ContinuedFrom | None:
+        """For root 2 and later: the accepted intent that started the task's root."""
+        if task["root"] <= 1:
+            return None
+        row = await self.db.fetchrow("run_continuation_of", task["tenant_id"], task["task_id"],
+                                     task["root"])
+        if row is None:  # unreachable: task_continue and the intent commit together
+            raise ValueError(f"task {task['task_id']} is at root {task['root']} without the "
+                             "intent that started it")
+        intent = parse_json_object(row["continuation"])
+        return ContinuedFrom(task["root"], row["run_id"], str(intent.get("reason", "")),
+                             str(intent.get("instructions", "")), str(intent.get("report", "")))
+
+    async def _spent_before(self, task: Mapping[str, Any], run_id: int) -> Usage:
+        """What the task's other runs (earlier attempts and roots) used (their rows)."""
+        row = await self.db.fetchrow("runs_usage_total", task["tenant_id"], task["task_id"], run_id)
         if row is None:
             return Usage()
         return Usage(int(row["model_requests"]), int(row["tool_attempts"]), Decimal(row["cost_usd"]),
@@ -496,6 +554,10 @@ class Worker:
         if isinstance(error, EffectOutcomeUnknown):
             await self._close_run(task, run_id, "unknown", message, usage)
             return await self._finish(task, "unknown", message)
+        if isinstance(error, BudgetExceeded):
+            await self._close_run(task, run_id, "budget_exceeded", message, usage)
+            return await self._finish(task, "failed", f"{message}; the budget spans the task's "
+                                      "attempts and roots, so it is not retried")
         await self._close_run(task, run_id, "failed", message, usage)
         retry_at = self.clock.now() + timedelta(
             seconds=backoff_seconds(task["attempts"], base=self.retry_base, cap=self.retry_cap))
@@ -510,39 +572,86 @@ class Worker:
             return self._outcome(task, "stale", "lease lost before the retry was recorded")
         return self._outcome(task, "pending", f"retry at {retry_at.isoformat()}")
 
+    async def _continue(self, task: Mapping[str, Any], run_id: int, spec: Any,
+                        ctx: AgentContext, result: AgentResult) -> TaskOutcome:
+        """The run asked to go on: start the task's next root, or refuse (recorded) and
+        commit this report as the task's."""
+        assert result.continuation is not None
+        intent: dict[str, Any] = result.continuation.to_json()
+        root, most = task["root"], spec.limits.max_roots
+        now = self.clock.now()
+        if root >= most:
+            refusal = (f"limits.max_roots is {most}: root {root} was the last this task may "
+                       "run")
+        elif task["deadline_at"] is not None and now >= task["deadline_at"]:
+            refusal = "the task deadline has passed"
+        else:
+            refusal = None
+        if refusal is not None:
+            intent.update(status="refused", refusal=refusal)
+            return await self._commit(task, run_id, spec, ctx, result, continuation=intent)
+        intent.update(status="accepted", next_root=root + 1, report=result.report,
+                      headline=result.headline, importance=result.importance.value,
+                      report_sha256=hashlib.sha256(result.report.encode()).hexdigest())
+        reason = storable_reason(f"continuing as root {root + 1} of at most {most}: "
+                                 f"{result.continuation.reason}")
+        journal = self._journals.get(run_id, RunJournal())
+        async with self.db.transaction() as tx:
+            if await tx.fetchval("task_continue", task["tenant_id"], task["task_id"],
+                                 task["lease_token"], root + 1, now, spec.limits.max_attempts,
+                                 reason) is None:
+                stale = True
+            else:
+                stale = False
+                await tx.execute("run_finish", task["tenant_id"], run_id, "continued", now, None,
+                                 recordable_usage(result.usage).to_json(), journal.model,
+                                 journal.tool_calls, intent)
+        if stale:
+            await self._close_run(task, run_id, "rejected_stale", "continuation rejected: the "
+                                  "lease token is no longer current", result.usage)
+            return self._outcome(task, "stale", "continuation rejected (stale token)")
+        return self._outcome(task, "pending", reason)
+
     async def _commit(self, task: Mapping[str, Any], run_id: int, spec: Any, ctx: AgentContext,
-                      result: AgentResult) -> TaskOutcome:
+                      result: AgentResult, *,
+                      continuation: dict[str, Any] | None = None) -> TaskOutcome:
         verification = verify_output(spec.output, result, ctx.artifact_dir)
         status = "completed" if verification.ok else "failed_verification"
         now = self.clock.now()
         try:
-            await self._durable_receipt(task, run_id, result, verification, status, now)
+            await self._durable_receipt(task, run_id, result, verification, status, now,
+                                        continuation)
         except StaleLease:
             with anyio.CancelScope(shield=True):
                 await self.db.execute(
                     "run_reject_stale", task["tenant_id"], run_id, self.clock.now(),
                     "report commit rejected: the lease token is no longer current",
-                    result.usage.to_json())
+                    result.usage.to_json(), ctx.journal.model, ctx.journal.tool_calls)
             log.warning("task %s: stale worker %s's report commit rejected", task["task_id"],
                         self.worker_id)
             return self._outcome(task, "stale", "report commit rejected (stale token)")
         return self._outcome(task, status, verification.detail)
 
     async def _durable_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
-                               verification: Any, status: str, now: datetime) -> None:
+                               verification: Any, status: str, now: datetime,
+                               continuation: dict[str, Any] | None = None) -> None:
         """Write the receipt; after a lost COMMIT acknowledgement, settle the old session,
         read the receipt back by its key, and write it again (same task, same token) only
         if it is not there."""
         try:
-            await self._write_receipt(task, run_id, result, verification, status, now)
+            await self._write_receipt(task, run_id, result, verification, status, now,
+                                      continuation)
         except CommitOutcomeUnknown as lost:
             await self.db.settle(lost)
             if await self.db.fetchrow("report_get", task["tenant_id"], task["task_id"]) is None:
-                await self._write_receipt(task, run_id, result, verification, status, now)
+                await self._write_receipt(task, run_id, result, verification, status, now,
+                                          continuation)
 
     async def _write_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
-                             verification: Any, status: str, now: datetime) -> None:
+                             verification: Any, status: str, now: datetime,
+                             continuation: dict[str, Any] | None) -> None:
         tenant, task_id = task["tenant_id"], task["task_id"]
+        journal = self._journals.get(run_id, RunJournal())
         async with self.db.transaction() as tx:
             if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"], status,
                                  verification.detail, now) is None:
@@ -551,11 +660,12 @@ class Worker:
             await tx.execute("report_insert", tenant, task_id, run_id, result.report,
                              result.importance.value, verification.content_sha256 or digest,
                              verification.output_ref or f"report:{tenant}/{task_id}",
-                             verification.ok, verification.detail, now, now)
+                             verification.ok, verification.detail, now, now, result.headline)
             await tx.execute("run_finish", tenant, run_id,
                              "succeeded" if verification.ok else "failed_verification", now,
                              None if verification.ok else verification.detail,
-                             result.usage.to_json())
+                             result.usage.to_json(), journal.model, journal.tool_calls,
+                             continuation)
             if verification.ok:
                 await tx.execute("deliveries_insert", tenant, task_id, now,
                                  *self._deliveries(task))
@@ -584,10 +694,13 @@ class Worker:
 
     async def _close_run(self, task: Mapping[str, Any], run_id: int, outcome: str, error: str,
                          usage: Usage | None = None) -> None:
+        journal = self._journals.get(run_id)
         with anyio.CancelScope(shield=True):
             await self.db.execute("run_finish", task["tenant_id"], run_id, outcome,
                                   self.clock.now(), storable_reason(error),
-                                  recordable_usage(usage or Usage()).to_json())
+                                  recordable_usage(usage or Usage()).to_json(),
+                                  None if journal is None else journal.model,
+                                  None if journal is None else journal.tool_calls, None)
 
     def _outcome(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
         return TaskOutcome(task["tenant_id"], task["task_id"], task["attempts"], status, reason)

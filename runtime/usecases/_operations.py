@@ -115,7 +115,7 @@ async def tick_once(db: Database, clock: Clock, settings: Settings, *, agents: A
         name = f"{actor}-{socket.gethostname()}-{os.getpid()}"
         worker = Worker(db, clock, agents, worker_id=name,
                         artifact_root=settings.home / "artifacts",
-                        lease_seconds=settings.lease_seconds)
+                        lease_seconds=settings.lease_seconds, sources=sources)
         while (outcome := await worker.run_once()) is not None:
             done[outcome.status] = done.get(outcome.status, 0) + 1
         store = PgDeliveryStore(db, clock)

@@ -313,7 +313,8 @@ async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
     work = notices = False
     sources = SourceRegistry([source])
     worker = Worker(db, clock, agents, worker_id=f"{tenant}/worker",
-                    artifact_root=home / "artifacts", lease_seconds=3600, tenant_id=tenant)
+                    artifact_root=home / "artifacts", lease_seconds=3600, tenant_id=tenant,
+                    sources=sources)
     store = PgDeliveryStore(db, clock, tenant_id=tenant)
     dispatcher = make_dispatcher(SupervisorConfig(home=home), store,
                                  {"log": LogChannel(), "file": FileChannel(home / "notices")},

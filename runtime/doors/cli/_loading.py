@@ -6,6 +6,7 @@ Input parsing only; what is loaded is checked by the objects themselves."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import shlex
 from pathlib import Path
@@ -13,15 +14,24 @@ from typing import Any
 
 from watchkeeper.runtime import AgentCatalog, CommandAgent, Registry, ScheduleDef
 from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
-from watchkeeper.triggers import IDENTIFIER_PATTERN, SpecError
+from watchkeeper.triggers import IDENTIFIER_PATTERN, MODEL_AGENT, SpecError
 
 from ._app import fail_input, series_error
 
 __all__ = ["agents_from", "schedules_from", "sources_from"]
 
 
+def model_endpoint() -> Any:
+    """The model endpoint ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` configure, or ``None``."""
+    if not (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
+        return None  # (checked here so that pydantic-ai is imported only when needed)
+    from watchkeeper.runtime import ModelEndpoint
+    return ModelEndpoint.from_env()
+
+
 def agents_from(agents: list[str], target: str | None = None) -> AgentCatalog:
-    """A catalog with the built-in digest agent, the Python agents of ``--agents
+    """A catalog with the built-in digest agent, the model agent when
+    ``OPENAI_BASE_URL`` or ``OPENAI_API_KEY`` is set, the Python agents of ``--agents
     module:attr`` (a mapping of name to an object with ``async run(ctx) ->
     AgentResult``, or a callable returning one; default attribute ``AGENTS``), and one
     command agent per ``--agent NAME=COMMAND`` (which wins on a shared name).
@@ -31,6 +41,9 @@ def agents_from(agents: list[str], target: str | None = None) -> AgentCatalog:
             that cannot be loaded, or something that is not a mapping of agents.
     """
     catalog = AgentCatalog()
+    if (endpoint := model_endpoint()) is not None:
+        from watchkeeper.runtime import ModelAgent
+        catalog.add(MODEL_AGENT, ModelAgent(endpoint))
     if target is not None:
         for name, runner in _python_agents(target).items():
             catalog.add(name, runner)

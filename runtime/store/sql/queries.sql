@@ -489,13 +489,52 @@ WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running
 RETURNING cancel_requested_at;
 
 -- name: run_insert
-INSERT INTO runs (tenant_id, task_id, attempt, lease_token, worker, started_at, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, 'running')
+-- $7: the task's root this run belongs to (1, or the root a continuation started).
+INSERT INTO runs (tenant_id, task_id, attempt, lease_token, worker, started_at, outcome, root)
+VALUES ($1, $2, $3, $4, $5, $6, 'running', $7)
 RETURNING run_id;
 
 -- name: run_finish
-UPDATE runs SET outcome = $3, finished_at = $4, error = $5, usage = $6
+-- $7 model, $8 tool calls, $9 continuation intent: NULL keeps what the run recorded.
+UPDATE runs SET outcome = $3, finished_at = $4, error = $5, usage = $6,
+       model = coalesce($7, model), tool_calls = coalesce($8, tool_calls),
+       continuation = coalesce($9, continuation)
 WHERE tenant_id = $1 AND run_id = $2 AND outcome = 'running';
+
+-- name: run_charge
+-- Fenced: the run's usage, model and tool calls so far, written before the model request
+-- or tool call the latest charge pays for. No row: the token is no longer current, and
+-- the spending must not happen.
+UPDATE runs r SET usage = $3, model = coalesce($4, r.model), tool_calls = $5
+FROM tasks t
+WHERE r.tenant_id = $1 AND r.run_id = $2 AND r.outcome = 'running'
+  AND t.tenant_id = r.tenant_id AND t.task_id = r.task_id
+  AND t.lease_token = $6 AND t.status = 'running'
+RETURNING r.run_id;
+
+-- name: run_record_usage
+-- What a run has spent (a model response's tokens and cost), written to its own row
+-- whatever became of its lease: a stale run's spending still counts toward the task's
+-- budget. Not after the run has ended (its closing write has the final figures).
+UPDATE runs SET usage = $3, model = coalesce($4, model), tool_calls = $5
+WHERE tenant_id = $1 AND run_id = $2 AND outcome IN ('running', 'lease_lost');
+
+-- name: task_continue
+-- Fenced: a run ended with an accepted continuation intent; the task goes on as its next
+-- root ($4), claimable now ($5), with limits.max_attempts ($6) attempts for that root.
+UPDATE tasks
+SET status = 'pending', status_reason = $7, not_before = least(not_before, $5),
+    lease_owner = NULL, lease_expires_at = NULL, root = $4, max_attempts = attempts + $6
+WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+RETURNING task_id;
+
+-- name: run_continuation_of
+-- The accepted intent that started root $3 of a task (the run that ended root $3 - 1),
+-- with that run's report.
+SELECT run_id, attempt, root, continuation
+FROM runs
+WHERE tenant_id = $1 AND task_id = $2 AND root = $3 - 1 AND outcome = 'continued'
+ORDER BY run_id DESC LIMIT 1;
 
 -- name: task_finish
 -- Fenced: a stale token finishes nothing.
@@ -531,8 +570,8 @@ WHERE tenant_id = $1 AND held_behind = $2 AND status = 'held';
 
 -- name: report_insert
 INSERT INTO reports (tenant_id, task_id, run_id, content_md, importance, content_sha256,
-                     output_ref, verified, verification, finished_at, committed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
+                     output_ref, verified, verification, finished_at, committed_at, headline)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
 
 -- name: deliveries_insert
 INSERT INTO deliveries (tenant_id, delivery_id, task_id, channel, destination, status,
@@ -875,8 +914,10 @@ ORDER BY recorded_at DESC, event_id DESC
 LIMIT $5;
 
 -- name: run_reject_stale
--- A stale worker's late commit changed nothing; its own run row says so.
-UPDATE runs SET outcome = 'rejected_stale', finished_at = $3, error = $4, usage = $5
+-- A stale worker's late commit changed nothing; its own run row says so ($6 model and
+-- $7 tool calls: NULL keeps what the run recorded).
+UPDATE runs SET outcome = 'rejected_stale', finished_at = $3, error = $4, usage = $5,
+       model = coalesce($6, model), tool_calls = coalesce($7, tool_calls)
 WHERE tenant_id = $1 AND run_id = $2 AND outcome IN ('running', 'lease_lost');
 
 -- name: backend_identity
@@ -906,13 +947,15 @@ JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, user_id)
   ON u.tenant_id = k.tenant_id AND u.user_id = k.user_id;
 
 -- name: runs_usage_total
--- A task's run budget spans its attempts: what the earlier ones used.
+-- A task's run budget spans its attempts and roots: what every run but $3 (the one
+-- starting) used. Charges are written before they are spent, so a killed or stale run's
+-- spending counts too.
 SELECT coalesce(sum((usage->>'model_requests')::bigint), 0) AS model_requests,
        coalesce(sum((usage->>'tool_attempts')::bigint), 0) AS tool_attempts,
        coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd,
        coalesce(sum((usage->>'input_tokens')::bigint), 0) AS input_tokens,
        coalesce(sum((usage->>'output_tokens')::bigint), 0) AS output_tokens
-FROM runs WHERE tenant_id = $1 AND task_id = $2 AND outcome <> 'running';
+FROM runs WHERE tenant_id = $1 AND task_id = $2 AND run_id <> $3;
 
 -- name: tasks_release_orphaned_holds
 -- Safety net for queue_one: a held task whose predecessor has ended is released.
