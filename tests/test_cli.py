@@ -175,7 +175,7 @@ def test_every_example_parses() -> None:
     from watchkeeper.runtime.usecases import load_registrations, load_spec
 
     specs = [p for p in EXAMPLES.glob("*.toml") if p.name != "weekly_rank_check.toml"]
-    assert len(specs) == 4
+    assert len(specs) == 5
     for path in specs:
         load_spec(path, min_interval=timedelta(seconds=60))
     (rank,) = load_registrations(EXAMPLES / "weekly_rank_check.toml",

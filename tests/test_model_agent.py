@@ -10,6 +10,7 @@ the code under test.
 from __future__ import annotations
 
 import json
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from watchkeeper.sources import CallableSource, SourceRegistry
 
 pytestmark = pytest.mark.anyio
 
+REPO = Path(__file__).resolve().parents[1]
 START = "2026-06-03T18:00:00Z"  # a Wednesday, 20:00 in Europe/Paris
 OUT_PRICE = Decimal("1.5")  # USD per 1,000 output tokens
 IN_PRICE = Decimal("0.5")  # USD per 1,000 input tokens
@@ -500,3 +502,49 @@ def test_a_spec_naming_the_model_agent_has_its_params_checked() -> None:
     assert fields == ["agent.params.temperature", "agent.params.max_output_tokens",
                       "agent.params.modle"]
     assert "did you mean 'model'" in str(caught.value)
+
+
+async def test_the_model_example_runs_from_the_command_line(db: Database, db_dsn: str,
+                                                            tmp_path: Path) -> None:
+    """As the README's "Run a model-backed agent" says: with OPENAI_BASE_URL set, `tick`
+    offers the built-in model agent; the example's task (triggered now) reads the stocks
+    series through the tool and commits the model's report; `report` shows the headline,
+    the model and what the task spent; without the variable the task waits."""
+    from tests.test_cli import cli
+
+    repo = REPO
+    example = repo / "examples" / "holdings_review_model.toml"
+    series = f"stocks={repo / 'examples' / 'series' / 'stocks.csv'}"
+    _, out, _ = await cli("users", "add", "acme", "alice", dsn=db_dsn, home=tmp_path)
+    token = out.strip().splitlines()[-1]
+    _, out, _ = await cli("propose", str(example), "--tenant", "acme", "--id", "holdings",
+                          "--owner", "alice", "--json", dsn=db_dsn, home=tmp_path)
+    await cli("confirm", "holdings", "--revision", "1", "--spec-hash",
+              json.loads(out)["spec_hash"], "--token", token, dsn=db_dsn, home=tmp_path)
+    await cli("trigger", "holdings", "--token", token, dsn=db_dsn, home=tmp_path)
+    _, out, _ = await cli("tick", "--series", series, dsn=db_dsn, home=tmp_path)
+    assert json.loads(out)["tasks"] == {}  # no endpoint configured: no model agent here
+
+    async with model_server(
+            tools(("read_observation", {"source": "stocks", "subject": "IBM"}), usage=(900, 30)),
+            answer("# Holdings\n\nIBM closed at 125.55 USD/share.\n", "low",
+                   "Nothing below 25 USD", usage=(1100, 60))) as server:
+        os.environ["OPENAI_BASE_URL"] = server.base_url
+        try:
+            _, out, _ = await cli("tick", "--series", series, dsn=db_dsn, home=tmp_path)
+        finally:
+            del os.environ["OPENAI_BASE_URL"]
+        sent = server.received
+    assert json.loads(out)["tasks"] == {"completed": 1}
+    assert sent[0]["model"] == "gpt-4.1-mini" and sent[0]["temperature"] == 0.2
+    assert "careful portfolio analyst" in json.dumps(sent[0]["messages"])
+    (observation,) = [m for m in sent[1]["messages"] if m["role"] == "tool"]
+    assert json.loads(observation["content"])["value"] == "125.55"  # stocks.csv's last IBM
+    task_id = await db.pool.fetchval("SELECT task_id FROM tasks")
+    _, out, _ = await cli("report", str(task_id), "--tenant", "acme", dsn=db_dsn, home=tmp_path)
+    spent = (Decimal(900 + 1100) * Decimal("0.0004")
+             + Decimal(30 + 60) * Decimal("0.0016")) / 1000
+    assert "headline: Nothing below 25 USD" in out
+    assert (f"took: 1 run(s) in 1 root(s), model test-model-2026; 2 model request(s), 1 tool "
+            f"call(s), 2000 input + 90 output tokens, {spent.normalize()} USD") in out
+    assert "IBM closed at 125.55 USD/share." in out

@@ -69,7 +69,7 @@ import anyio
 
 from watchkeeper.outbox._retry import backoff_seconds
 from watchkeeper.sources import SourceRegistry
-from watchkeeper.triggers import format_utc
+from watchkeeper.triggers import MODEL_AGENT, format_utc
 
 from .._errors import (
     AgentError,
@@ -251,7 +251,9 @@ class Worker:
             waited = (now - row["not_before"]).total_seconds()
             reason = (f"no running supervisor offers agent {row['agent']!r}: waited {waited:.0f} s "
                       f"and expired at {format_utc(row['expires_at'])} ({row['late_policy']}); "
-                      f"start a supervisor with that agent (--agent {row['agent']}=COMMAND)")
+                      "start a supervisor with that agent ("
+                      + ("OPENAI_BASE_URL or OPENAI_API_KEY set" if row["agent"] == MODEL_AGENT
+                         else f"--agent {row['agent']}=COMMAND") + ")")
             await tx.execute("task_unclaimable_expire", row["tenant_id"], row["task_id"], status,
                              reason, now)
             if status == "expired":

@@ -214,8 +214,12 @@ async def task_entry(db: Database, tenant_id: str, task_id: int) -> HistoryEntry
 
 async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
     """A task's committed report and its receipt: ``content_md`` (the markdown),
-    ``content_sha256``, ``verified``, ``verification``, ``output_ref``, ``importance``,
-    ``finished_at``, ``committed_at``.
+    ``headline``, ``content_sha256``, ``verified``, ``verification``, ``output_ref``,
+    ``importance``, ``finished_at``, ``committed_at``; and what producing it took:
+    ``model`` (of the run that wrote it; ``None`` for an agent without one), ``roots``,
+    ``runs``, ``tool_calls`` and ``usage`` (the task's totals over every attempt and
+    root: ``model_requests``, ``tool_attempts``, ``input_tokens``, ``output_tokens``
+    counts and ``cost_usd`` a decimal string).
 
     Raises:
         NotFound: the task has no committed report in ``tenant_id`` (or no such task).
@@ -223,4 +227,10 @@ async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
     row = await db.fetchrow("report_get", tenant_id, task_id)
     if row is None:
         raise NotFound(f"no report for task {tenant_id}/{task_id}")
-    return dict(row)
+    spent = await db.fetchrow("report_usage", tenant_id, task_id, row["run_id"])
+    assert spent is not None  # an aggregate always answers one row
+    usage = {name: int(spent[name]) for name in ("model_requests", "tool_attempts",
+                                                  "input_tokens", "output_tokens")}
+    usage["cost_usd"] = str(spent["cost_usd"].normalize()) if spent["cost_usd"] else "0"
+    return {**dict(row), "model": spent["model"], "roots": int(spent["roots"]),
+            "runs": int(spent["runs"]), "tool_calls": int(spent["tool_calls"]), "usage": usage}

@@ -222,7 +222,14 @@ class HistoryEntryOut(_Out):
     verified: bool | None
     committed_at: datetime | None
     importance: str | None
-    runs: list[dict[str, Any]] | None
+    runs: list[dict[str, Any]] | None = Field(description=(
+        "Each run (attempt) in order: attempt, root, outcome (succeeded, failed, "
+        "budget_exceeded, continued, timed_out, lease_lost, rejected_stale, ...), worker, "
+        "lease_token, started_at, finished_at, error, model, usage (model_requests, "
+        "tool_attempts, input_tokens, output_tokens, cost_usd), tool_calls (tool, source, "
+        "subject, status, and the observation or the refusal's reason) and continuation "
+        "(the intent the run ended with: reason, instructions, status accepted or refused, "
+        "and the refusal)."))
     deliveries: list[dict[str, Any]] | None
     outcome: str
     next_step: str | None
@@ -248,6 +255,16 @@ class HistoryPageOut(_Out):
     next_cursor: str | None
 
 
+class Usage(_Out):
+    """Spending: counts, and the cost in USD as a decimal string."""
+
+    model_requests: int
+    tool_attempts: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: str = Field(description="USD, a decimal string (exact).")
+
+
 class ReportOut(_Out):
     tenant_id: str
     task_id: int
@@ -259,6 +276,17 @@ class ReportOut(_Out):
     verification: str
     finished_at: datetime
     committed_at: datetime
+    headline: str = Field(description="The report's one-line headline ('' when the agent "
+                          "gave none).")
+    model: str | None = Field(description="The model that wrote the report (null: an agent "
+                              "without a model).")
+    roots: int = Field(description="Root runs the task took (more than 1 only under "
+                       "continuation intents, up to limits.max_roots).")
+    runs: int = Field(description="Runs of the task: every attempt of every root.")
+    tool_calls: int = Field(description="Tool calls the task's runs made, refused ones "
+                            "included.")
+    usage: Usage = Field(description="What the task's runs spent in all, against its "
+                         "limits.max_model_requests, max_tool_attempts and max_cost_usd.")
 
 
 class PollOut(_Out):

@@ -80,9 +80,7 @@ def _entry_cells(e: HistoryEntry) -> list[str]:
     task = "" if e["task_id"] is None else f"#{e['task_id']} {e['task_status']}"
     if e["run_status"]:
         task = f"run: {e['run_status']}"
-    runs = ", ".join(f"{u['attempt']}:{u['outcome']}(token {u['lease_token']})"
-                     + (f" {str(u['error'])[:80]}" if u.get("error") else "")
-                     for u in (e["runs"] or []))
+    runs = ", ".join(_run_cell(u) for u in (e["runs"] or []))
     report = ""
     if e["content_sha256"]:
         report = f"{'verified' if e['verified'] else 'NOT verified'} {e['content_sha256'][:10]}"
@@ -93,6 +91,26 @@ def _entry_cells(e: HistoryEntry) -> list[str]:
             f"{e['definition_id']}\n{e['slot']}\n{e['kind']} / {e['binding_id']}",
             f"{e['decision']}\n{e['reason']}", lateness, task, runs, report, delivery,
             e.next_step or ""]
+
+
+def _run_cell(u: dict[str, Any]) -> str:
+    """One run in the history table: attempt, root, outcome, token, model and spending,
+    the continuation intent it ended with, and its error."""
+    text = f"{u['attempt']}:{u['outcome']}(token {u['lease_token']}"
+    if (u.get("root") or 1) > 1:
+        text += f", root {u['root']}"
+    text += ")"
+    spent = u.get("usage") or {}
+    if u.get("model") or spent.get("model_requests"):
+        text += (f" {u.get('model') or 'model'}: {spent.get('model_requests', 0)} req, "
+                 f"{len(u.get('tool_calls') or [])} tool, {spent.get('cost_usd', '0')} USD")
+    intent = u.get("continuation")
+    if intent:
+        text += (f" continuation {intent.get('status')}: {str(intent.get('reason'))[:60]}"
+                 + (f" ({intent['refusal']})" if intent.get("refusal") else ""))
+    if u.get("error"):
+        text += f" {str(u['error'])[:80]}"
+    return text
 
 
 def history_lines(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent]) -> list[str]:

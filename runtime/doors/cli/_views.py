@@ -12,7 +12,7 @@ from rich.table import Table
 
 from watchkeeper.runtime import Database, Settings, SystemClock
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import format_utc
+from watchkeeper.triggers import MODEL_AGENT, format_utc
 
 from ._app import INSTANT_HELP, MAX_ID, app, emit_json, err, instant, options, out, users_app, with_db, write
 from ._render import definitions_table, history_table, utc_text
@@ -76,8 +76,9 @@ def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant
     for task in state.unclaimable:
         out.print(f"[yellow]waiting[/] {task.tenant_id}/#{task.task_id} {escape(task.definition_id)} "
                   f"{task.slot}: no running supervisor offers agent {task.agent!r} (waited "
-                  f"{task.waited_seconds:.0f} s; {_after_expiry(task)}); start one with "
-                  f"--agent {task.agent}=COMMAND",
+                  f"{task.waited_seconds:.0f} s; {_after_expiry(task)}); start one "
+                  + ("with OPENAI_BASE_URL (and OPENAI_API_KEY) set" if task.agent == MODEL_AGENT
+                     else f"with --agent {task.agent}=COMMAND"),
                   soft_wrap=True)
     counts = state.deliveries
     summary = ", ".join(f"{counts[k]} {k}" for k in uc.DELIVERY_STATUSES if counts.get(k))
@@ -170,6 +171,14 @@ def report_cmd(task: Annotated[int, typer.Argument(min=1, max=MAX_ID)],
     out.print(f"receipt: {'verified' if row['verified'] else 'NOT verified'} ({row['verification']}), "
               f"sha256 {row['content_sha256']}, output {row['output_ref']}, importance "
               f"{row['importance']}, finished {format_utc(row['finished_at'])}", soft_wrap=True)
+    if row["headline"]:
+        out.print(f"headline: {row['headline']}", soft_wrap=True, markup=False)
+    spent = row["usage"]
+    out.print(f"took: {row['runs']} run(s) in {row['roots']} root(s)"
+              + (f", model {row['model']}" if row["model"] else "")
+              + f"; {spent['model_requests']} model request(s), {row['tool_calls']} tool "
+              f"call(s), {spent['input_tokens']} input + {spent['output_tokens']} output "
+              f"tokens, {spent['cost_usd']} USD", soft_wrap=True, markup=False)
     write(row["content_md"])
 
 

@@ -621,6 +621,19 @@ WHERE tenant_id = $1 AND effect_key = $2 AND lease_token = $3 AND status = 'star
 -- name: report_get
 SELECT * FROM reports WHERE tenant_id = $1 AND task_id = $2;
 
+-- name: report_usage
+-- What a task's runs spent in all (every attempt and root), the model of the run that
+-- wrote the report ($3), the roots it took and the tool calls made.
+SELECT (SELECT model FROM runs WHERE tenant_id = $1 AND run_id = $3) AS model,
+       coalesce(max(root), 1) AS roots, count(*) AS runs,
+       coalesce(sum(jsonb_array_length(tool_calls)), 0) AS tool_calls,
+       coalesce(sum((usage->>'model_requests')::bigint), 0) AS model_requests,
+       coalesce(sum((usage->>'tool_attempts')::bigint), 0) AS tool_attempts,
+       coalesce(sum((usage->>'input_tokens')::bigint), 0) AS input_tokens,
+       coalesce(sum((usage->>'output_tokens')::bigint), 0) AS output_tokens,
+       coalesce(sum((usage->>'cost_usd')::numeric), 0) AS cost_usd
+FROM runs WHERE tenant_id = $1 AND task_id = $2;
+
 -- ---------------------------------------------------------------- outbox
 
 -- name: deliveries_claim
