@@ -46,7 +46,7 @@ class ModelAgentParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: Annotated[str, Field(min_length=1, max_length=200)]
+    model: Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
     system_prompt: Annotated[str, Field(max_length=20_000)] = ""
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     max_output_tokens: Annotated[pydantic.StrictInt, Field(ge=1, le=1_000_000)] = 2048
@@ -55,6 +55,13 @@ class ModelAgentParams(BaseModel):
     request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 120.0
     http_retries: Annotated[pydantic.StrictInt, Field(ge=0, le=10)] = 3
     output_retries: Annotated[pydantic.StrictInt, Field(ge=0, le=10)] = 1
+
+    @pydantic.field_validator("temperature", "request_timeout_seconds", mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not true/false")
+        return value
 
     @classmethod
     def from_task_params(cls, params: dict[str, Any]) -> ModelAgentParams:

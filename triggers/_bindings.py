@@ -17,7 +17,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from ._agent_params import RESERVED_PARAM_KEYS
+from ._agent_params import MODEL_AGENT, RESERVED_PARAM_KEYS, ModelAgentParams
 from ._errors import SpecError
 from ._spec import Delivery
 from ._storable import refuse_unstorable
@@ -141,6 +141,12 @@ def _problems(index: int, binding: Binding) -> list[str]:
     reserved = RESERVED_PARAM_KEYS & set(binding.params)
     if reserved:
         found.append(f"binding {index}: params key(s) {sorted(reserved)} are reserved")
+    if binding.agent == MODEL_AGENT:
+        try:
+            ModelAgentParams.from_task_params(dict(binding.params))
+        except pydantic.ValidationError as exc:
+            found.extend(f"binding {index}: params.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                         for e in exc.errors())
     try:
         refuse_unstorable(binding.model_dump(mode="python"), f"binding {index}")
     except SpecError as exc:

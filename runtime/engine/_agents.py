@@ -25,6 +25,8 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from watchkeeper.triggers import Importance, format_utc
 
 from .._errors import BudgetExceeded
@@ -128,6 +130,7 @@ class BudgetGuard:
         self.spent_before = spent_before or Usage()
         self.used = Usage()
         self._persist = persist
+        self._saving = anyio.Lock()
 
     def would_fit(self, *, model_requests: int = 0, tool_attempts: int = 0,
                   cost_usd: Decimal = Decimal(0)) -> bool:
@@ -162,8 +165,9 @@ class BudgetGuard:
             StaleLease: as for :meth:`reserve`.
         """
         used = self.used
+        cost = max(used.cost_usd - reserved_usd, Decimal(0)) + cost_usd
         self.used = Usage(used.model_requests, used.tool_attempts,
-                          max(used.cost_usd - reserved_usd, Decimal(0)) + cost_usd,
+                          cost if cost else Decimal(0),
                           used.input_tokens + input_tokens, used.output_tokens + output_tokens)
         await self.save(before=False)
         self._check(self.used, after=True)
@@ -174,7 +178,9 @@ class BudgetGuard:
         :class:`~watchkeeper.runtime.StaleLease` and must not spend); after one, to the
         run's own row whatever became of its lease (what was spent is recorded)."""
         if self._persist is not None:
-            await self._persist(recordable_usage(self.used), before)
+            async with self._saving:  # one write at a time, each of the latest figures, so
+                # the row's usage never goes back (concurrent tool calls charge in turn)
+                await self._persist(recordable_usage(self.used), before)
 
     def charge(self, *, model_requests: int = 0, tool_attempts: int = 0,
                cost_usd: Decimal = Decimal(0), input_tokens: int = 0,
@@ -223,6 +229,8 @@ class RunJournal:
 
     model: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage_missing: int = 0
+    """Model responses that came without a ``usage`` block (their reservations stand)."""
 
 
 CONTINUATION_TEXT_LIMIT = 20_000

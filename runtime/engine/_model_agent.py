@@ -65,7 +65,7 @@ from watchkeeper.triggers import Importance, ModelAgentParams, format_utc
 
 from .._errors import AgentError, WatchkeeperError
 from ._agents import AgentContext, AgentResult, Continuation
-from ._answer import COST_DECIMAL_PLACES
+from ._answer import COST_DECIMAL_PLACES, storable_problem
 from ._clock import Clock, SystemClock
 from ._tools import READ_TOOL, ToolRefused
 
@@ -86,6 +86,15 @@ class ModelRequestTimeout(Exception):  # noqa: N818 - the name says what happene
     """One try of a model request took longer than ``request_timeout_seconds``."""
 
 
+def _storable_text(value: str, name: str) -> str:
+    """``value`` if PostgreSQL can store it; else a validation error the model is sent
+    back to correct (a NUL character, a lone surrogate)."""
+    problem = storable_problem(name, value)
+    if problem is not None:
+        raise ValueError(f"{problem}: write it without that character")
+    return value
+
+
 class ContinuationAnswer(BaseModel):
     """The model's request for a further root run of the same task."""
 
@@ -95,6 +104,13 @@ class ContinuationAnswer(BaseModel):
                         description="Why the work cannot be finished in this run.")
     instructions: str = Field(min_length=1, max_length=20_000,
                               description="What the next run should do.")
+
+    @pydantic.field_validator("reason", "instructions")
+    @classmethod
+    def _storable(cls, value: str, info: pydantic.ValidationInfo) -> str:
+        if not value.strip():
+            raise ValueError("must say something")
+        return _storable_text(value, info.field_name or "text")
 
 
 class ModelAnswer(BaseModel):
@@ -118,6 +134,11 @@ class ModelAnswer(BaseModel):
         if "\n" in value or "\r" in value:
             raise ValueError("the headline must be one line: no line breaks")
         return value.strip()
+
+    @pydantic.field_validator("headline", "report")
+    @classmethod
+    def _storable(cls, value: str, info: pydantic.ValidationInfo) -> str:
+        return _storable_text(value, info.field_name or "text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +246,13 @@ class _BudgetedModel(WrapperModel):
         # (a timeout or a cancellation keeps the reservation: it may have been billed)
         usage = response.usage
         self.ctx.journal.model = response.model_name or self.params.model
+        if usage.input_tokens == 0:
+            # no usage block (some servers omit it; a prompt is never 0 tokens): the
+            # cost is unknown, so the reservation stands as what it cost
+            self.ctx.journal.usage_missing += 1
+            await self.ctx.budget.true_up(reserved_usd=reserved, cost_usd=reserved,
+                                          output_tokens=usage.output_tokens)
+            return response
         await self.ctx.budget.true_up(
             reserved_usd=reserved,
             cost_usd=request_cost(self.params, usage.input_tokens, usage.output_tokens),
@@ -238,7 +266,9 @@ class ModelAgent:
     Args:
         endpoint: base URL and API key (default: :meth:`ModelEndpoint.from_env`).
         defaults: ``agent.params`` applied under each definition's own (e.g. an
-            operator's prices or model), checked as :class:`ModelAgentParams`.
+            operator's default model), checked as :class:`ModelAgentParams`.
+        overrides: ``agent.params`` applied over each definition's own (e.g. the
+            operator's real prices, so a spec cannot declare its model free).
         transport: the HTTP transport under the retries (tests and proxies; default
             httpx2's own).
 
@@ -247,9 +277,11 @@ class ModelAgent:
 
     def __init__(self, endpoint: ModelEndpoint | None = None, *,
                  defaults: Mapping[str, Any] | None = None,
+                 overrides: Mapping[str, Any] | None = None,
                  transport: httpx2.AsyncBaseTransport | None = None) -> None:
         self.endpoint = endpoint or ModelEndpoint.from_env() or ModelEndpoint()
         self.defaults = dict(defaults or {})
+        self.overrides = dict(overrides or {})
         self.transport = transport
 
     async def run(self, ctx: AgentContext) -> AgentResult:
@@ -260,7 +292,14 @@ class ModelAgent:
             StaleLease: the run's token stopped being current (nothing more was sent).
             AgentError: the model failed (``retryable`` as the module docstring says).
         """
-        params = ModelAgentParams.from_task_params({**self.defaults, **ctx.params})
+        try:
+            params = ModelAgentParams.from_task_params(
+                {**self.defaults, **ctx.params, **self.overrides})
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(f"agent.params.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                 for e in exc.errors())
+            raise AgentError(f"the model agent's params are invalid: {problems}. Fix: correct "
+                             "them in a new revision of the definition", retryable=False) from exc
         clock: Clock = getattr(ctx, "clock", None) or SystemClock()
         transport = AsyncHTTPX2TenacityTransport(
             RetryConfig(retry=retry_if_exception(_is_retryable),

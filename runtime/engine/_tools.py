@@ -19,14 +19,20 @@ from typing import Any
 from watchkeeper.sources import SourceRegistry, UnknownSource
 from watchkeeper.triggers import Observation, ObservationStatus, format_utc
 
-from .._errors import BudgetExceeded
+from .._errors import BudgetExceeded, StaleLease
 from ._agents import BudgetGuard, RunJournal
+from ._answer import storable_problem
 from ._clock import Clock
 
 __all__ = ["READ_TOOL", "ScopedSources", "ToolRefused"]
 
 READ_TOOL = "read_observation"
 """The name tool calls of a source read are recorded (and offered to a model) under."""
+
+
+def _escaped(text: str) -> str:
+    """``text`` as the journal can store it: NUL and lone surrogates as escapes."""
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class ToolRefused(PermissionError):
@@ -66,8 +72,10 @@ class ScopedSources:
                 recorded as refused; nothing was read).
             StaleLease: the run's token is no longer current (nothing was read).
         """
-        call: dict[str, Any] = {"tool": READ_TOOL, "source": source, "subject": subject,
-                                "at": format_utc(self.clock.now())}
+        unstorable = [p for p in (storable_problem("source", source),
+                                  storable_problem("subject", subject)) if p is not None]
+        call: dict[str, Any] = {"tool": READ_TOOL, "source": _escaped(source),
+                                "subject": _escaped(subject), "at": format_utc(self.clock.now())}
         try:
             self.budget.charge(tool_attempts=1)
         except BudgetExceeded as exc:
@@ -75,6 +83,10 @@ class ScopedSources:
             await self.budget.save()
             raise
         self.journal.tool_calls.append(call)
+        if unstorable:
+            call.update(status="refused", reason="; ".join(unstorable))
+            await self.budget.save()
+            raise ToolRefused(f"refused: {'; '.join(unstorable)}; call again without it")
         if source not in self.scope:
             reason = (f"source {source!r} is outside this definition's scope "
                       f"(sources = {list(self.scope)})")
@@ -82,7 +94,11 @@ class ScopedSources:
             await self.budget.save()
             raise ToolRefused(f"refused: {reason}; read only those")
         call["status"] = "started"
-        await self.budget.save()  # charged and recorded before the read
+        try:
+            await self.budget.save()  # charged and recorded before the read
+        except StaleLease:
+            call.update(status="refused", reason="the run's lease token is no longer current")
+            raise
         try:
             observation = await self.registry.get(source).read(subject, self.clock.now())
         except UnknownSource as exc:

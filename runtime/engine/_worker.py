@@ -69,7 +69,7 @@ import anyio
 
 from watchkeeper.outbox._retry import backoff_seconds
 from watchkeeper.sources import SourceRegistry
-from watchkeeper.triggers import MODEL_AGENT, format_utc
+from watchkeeper.triggers import MODEL_AGENT, Importance, format_utc
 
 from .._errors import (
     AgentError,
@@ -96,6 +96,7 @@ from ._agents import (
     result_problems,
     usage_problems,
 )
+from ._answer import COST_DECIMAL_PLACES
 from ._clock import Clock
 from ._effects import EffectGate
 from ._fleet import offered_agents, supervisor_states
@@ -117,6 +118,9 @@ may be any length); the rest is cut, and the cut says how much."""
 UNRECORDABLE = ("the database refused to record this task's outcome; the worker's log has "
                 "the error")
 """The reason recorded when the database refused the first one (the last resort)."""
+
+KEEPS_EARLIER_ROOT = frozenset({"failed", "timed_out"})
+"""How a later root may end while the task keeps the report of the root before it."""
 
 LATE_STATUS = {"skip_expired": "expired", "review_late": "review_required"}
 """What a task first picked up after its ``expires_at`` becomes, by lateness policy
@@ -173,6 +177,7 @@ class Worker:
         self.db, self.clock, self.agents = db, clock, agents
         self.sources = sources or SourceRegistry()
         self._journals: dict[int, RunJournal] = {}
+        self._budgets: dict[int, BudgetGuard] = {}
         self.tenant_id = tenant_id
         self.worker_id = worker_id
         self.artifact_root = artifact_root
@@ -299,6 +304,7 @@ class Worker:
         finally:
             if run_id is not None:
                 self._journals.pop(run_id, None)
+                self._budgets.pop(run_id, None)
 
     async def _unrecordable(self, task: Mapping[str, Any], run_id: int | None,
                             error: StoreError, usage: Usage) -> TaskOutcome:
@@ -420,6 +426,7 @@ class Worker:
         budget = BudgetGuard(model_requests=limits.max_model_requests,
                              tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd,
                              spent_before=await self._spent_before(task, run_id), persist=persist)
+        self._budgets[run_id] = budget
         started = task["started_at"]
         occurrence = OccurrenceInfo(
             task["slot"], task["kind"], task["scheduled_for"], task["not_before"],
@@ -587,6 +594,10 @@ class Worker:
                        "run")
         elif task["deadline_at"] is not None and now >= task["deadline_at"]:
             refusal = "the task deadline has passed"
+        elif not ctx.budget.would_fit(model_requests=1) or not ctx.budget.would_fit(
+                cost_usd=Decimal(1).scaleb(-COST_DECIMAL_PLACES)):
+            refusal = ("the task's budget is spent (limits.max_model_requests or max_cost_usd): "
+                       "a further root could not make a model request")
         else:
             refusal = None
         if refusal is not None:
@@ -684,6 +695,10 @@ class Worker:
         return ids, channels, destinations
 
     async def _finish(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
+        if status in KEEPS_EARLIER_ROOT and task["root"] > 1:
+            kept = await self._earlier_root_report(task, status, reason)
+            if kept is not None:
+                return kept
         reason = storable_reason(reason)
         async with self.db.transaction() as tx:
             done = await tx.fetchval("task_finish", task["tenant_id"], task["task_id"],
@@ -694,15 +709,64 @@ class Worker:
             return self._outcome(task, "stale", "lease token no longer current")
         return self._outcome(task, status, reason)
 
+    async def _earlier_root_report(self, task: Mapping[str, Any], status: str,
+                                   reason: str) -> TaskOutcome | None:
+        """A later root ended without a report: the task keeps the report the previous
+        root wrote (recorded in the intent that started this root) and completes with
+        it, delivered as usual; the reason says what became of the later root. ``None``
+        when the definition promises an artifact (the earlier report alone does not keep
+        that promise): the task then ends ``status``."""
+        spec = spec_from_row(await self.db.fetchrow(
+            "revision_spec", task["definition_tenant_id"], task["definition_id"], task["revision"]))
+        row = await self.db.fetchrow("run_continuation_of", task["tenant_id"], task["task_id"],
+                                     task["root"])
+        if spec.output.kind != "markdown" or row is None:
+            return None
+        intent = parse_json_object(row["continuation"])
+        result = AgentResult(str(intent.get("report", "")),
+                             Importance(str(intent.get("importance", "normal"))),
+                             headline=str(intent.get("headline", "")))
+        verification = verify_output(spec.output, result, None)
+        if not verification.ok:
+            return None
+        detail = storable_reason(f"root {task['root']} ended {status} ({reason}); the report is "
+                                 f"root {task['root'] - 1}'s")
+        now = self.clock.now()
+        tenant, task_id = task["tenant_id"], task["task_id"]
+        async with self.db.transaction() as tx:
+            if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"], "completed",
+                                 detail, now) is None:
+                return self._outcome(task, "stale", "lease token no longer current")
+            await tx.execute("report_insert", tenant, task_id, row["run_id"], result.report,
+                             result.importance.value, verification.content_sha256 or hashlib.sha256(
+                                 result.report.encode()).hexdigest(),
+                             verification.output_ref or f"report:{tenant}/{task_id}", True,
+                             detail, now, now, result.headline)
+            await tx.execute("deliveries_insert", tenant, task_id, now, *self._deliveries(task))
+            await tx.execute("tasks_release_held", tenant, task_id)
+        return self._outcome(task, "completed", detail)
+
     async def _close_run(self, task: Mapping[str, Any], run_id: int, outcome: str, error: str,
                          usage: Usage | None = None) -> None:
         journal = self._journals.get(run_id)
+        if usage is None or usage == Usage():  # what the run's guard knows it spent
+            budget = self._budgets.get(run_id)
+            usage = budget.used if budget is not None else Usage()
         with anyio.CancelScope(shield=True):
-            await self.db.execute("run_finish", task["tenant_id"], run_id, outcome,
-                                  self.clock.now(), storable_reason(error),
-                                  recordable_usage(usage or Usage()).to_json(),
-                                  None if journal is None else journal.model,
-                                  None if journal is None else journal.tool_calls, None)
+            figures = recordable_usage(usage).to_json()
+            try:
+                await self.db.execute("run_finish", task["tenant_id"], run_id, outcome,
+                                      self.clock.now(), storable_reason(error), figures,
+                                      None if journal is None else journal.model,
+                                      None if journal is None else journal.tool_calls, None)
+            except StoreError:
+                if journal is None:
+                    raise
+                log.exception("task %s/%s: run %s's journal was refused; closing it without",
+                              task["tenant_id"], task["task_id"], run_id)
+                await self.db.execute("run_finish", task["tenant_id"], run_id, outcome,
+                                      self.clock.now(), storable_reason(error), figures,
+                                      None, None, None)
 
     def _outcome(self, task: Mapping[str, Any], status: str, reason: str) -> TaskOutcome:
         return TaskOutcome(task["tenant_id"], task["task_id"], task["attempts"], status, reason)
