@@ -76,7 +76,8 @@ async def admit(db: Database, clock: FakeClock, tasks: int) -> None:
                                                  "anchor": START},
                        "agent": {"name": "model", "params": {"model": "bench-model",
                                                              "output_usd_per_1k": "0.001"}},
-                       "sources": ["prices"], "instructions": "Review FUNDX.",
+                       "sources": ["prices"], "instructions": "Review FUNDX.", "overrun": "allow",
+                       "lateness": {"policy": "catch_up_once"},
                        "limits": {"max_model_requests": 10, "max_tool_attempts": 5,
                                   "max_cost_usd": "1"}})
     proposal = await propose(db, clock, tenant_id="acme", definition_id="d1",
