@@ -598,8 +598,21 @@ class Echo:
                            importance=Importance.HIGH)
 
 
+class Named(Echo):
+    name = "echo"
+
+
 AGENTS = {"echo": Echo()}
 NOT_AGENTS = {"echo": object()}
+AGENT_LIST = [Named()]
+UNNAMED = [Echo()]
+
+
+def catalog():
+    from watchkeeper.runtime import AgentCatalog
+    agents = AgentCatalog()
+    agents.add("echo", Echo())
+    return agents
 '''
 
 
@@ -630,9 +643,18 @@ async def test_tick_runs_a_python_agent_named_by_agents(db: Database, db_dsn: st
                                  home=tmp_path, check=False)
         assert code == 2 and "--agents" in err and "'echo' is not a named agent" in err
         _, out, _ = await cli("tick", "--agents", "myagents:AGENTS", dsn=db_dsn, home=tmp_path)
+        assert json.loads(out)["tasks"] == {"completed": 1}
+        code, _, err = await cli("tick", "--agents", "myagents:UNNAMED", dsn=db_dsn,
+                                 home=tmp_path, check=False)
+        assert code == 2 and "--agents" in err and "Echo has no name" in err
+        for target in ("myagents:AGENT_LIST", "myagents:catalog"):  # a list, an AgentCatalog
+            await cli("trigger", "echo", "--token", token, dsn=db_dsn, home=tmp_path)
+            _, more, _ = await cli("tick", "--agents", target, dsn=db_dsn, home=tmp_path)
+            assert json.loads(more)["tasks"] == {"completed": 1}, target
     finally:
         os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"].split(os.pathsep, 1)[1]
-    assert json.loads(out)["tasks"] == {"completed": 1}
-    report = await db.pool.fetchrow("SELECT content_md, importance FROM reports")
+    report = await db.pool.fetchrow("SELECT content_md, importance FROM reports ORDER BY task_id "
+                                    "LIMIT 1")
     assert (report["content_md"], report["importance"]) == (
         "# echo\n\nSay it back (attempt 1)\n", "high")
+    assert await db.pool.fetchval("SELECT count(*) FROM reports") == 3

@@ -536,6 +536,11 @@ class AgentCatalog:
         """Registered agent names."""
         return sorted(self._agents)
 
+    def merge(self, other: AgentCatalog) -> None:
+        """Add (or replace) every agent of ``other``, with its audiences."""
+        for name, entry in other._agents.items():
+            self._agents[name] = entry
+
 
 def parse_json_object(value: Any) -> Mapping[str, Any]:
     """A JSON column that may arrive as text or as a decoded object."""

@@ -45,8 +45,12 @@ def agents_from(agents: list[str], target: str | None = None) -> AgentCatalog:
         from watchkeeper.runtime import ModelAgent
         catalog.add(MODEL_AGENT, ModelAgent(endpoint))
     if target is not None:
-        for name, runner in _python_agents(target).items():
-            catalog.add(name, runner)
+        loaded = _python_agents(target)
+        if isinstance(loaded, AgentCatalog):
+            catalog.merge(loaded)
+        else:
+            for name, runner in loaded.items():
+                catalog.add(name, runner)
     for item in agents:
         name, sep, command = item.partition("=")
         if not sep or not name or not command:
@@ -70,12 +74,27 @@ def _load(target: str, option: str, default_attr: str, what: str) -> Any:
                                    f"give module:attribute of {what}.")) from exc
 
 
-def _python_agents(target: str) -> dict[str, Any]:
+def _python_agents(target: str) -> dict[str, Any] | AgentCatalog:
+    """What ``--agents`` names: an :class:`AgentCatalog` as it is; a dict of name ->
+    agent; a list of agents, each named by its ``name`` attribute; or a callable
+    returning one of these."""
     value = _load(target, "--agents", "AGENTS", "a dict of name -> agent")
-    value = value() if callable(value) and not isinstance(value, dict) else value
+    if callable(value) and not isinstance(value, dict | list | tuple | AgentCatalog):
+        value = value()
+    if isinstance(value, AgentCatalog):
+        return value
+    if isinstance(value, list | tuple):
+        unnamed = [type(runner).__name__ for runner in value
+                   if not isinstance(getattr(runner, "name", None), str)]
+        if unnamed:
+            raise fail_input(SpecError("--agents", f"{target}: {', '.join(unnamed)} has no name.",
+                                       "give each agent in the list a name attribute, or make "
+                                       "it a dict {name: agent}."))
+        value = {runner.name: runner for runner in value}
     if not isinstance(value, dict):
         raise fail_input(SpecError("--agents", f"{target} is not a mapping of agents.",
-                                   "make it a dict {name: agent}, e.g. {'research': Research()}."))
+                                   "make it a dict {name: agent}, a list of agents with a name "
+                                   "attribute, or an AgentCatalog, e.g. {'research': Research()}."))
     problems = [f"{name!r}" for name, runner in value.items()
                 if not isinstance(name, str) or not re.fullmatch(IDENTIFIER_PATTERN, name)
                 or not callable(getattr(runner, "run", None))]
