@@ -548,3 +548,30 @@ async def test_the_model_example_runs_from_the_command_line(db: Database, db_dsn
     assert (f"took: 1 run(s) in 1 root(s), model test-model-2026; 2 model request(s), 1 tool "
             f"call(s), 2000 input + 90 output tokens, {spent.normalize()} USD") in out
     assert "IBM closed at 125.55 USD/share." in out
+
+
+async def test_a_condition_fire_tells_the_model_why_it_ran(db: Database, clock: FakeClock,
+                                                          tmp_path: Path) -> None:
+    """A first_match condition (AAPL <= 10 USD/share) fires on 9.75: the model's task
+    prompt carries the verdict and the observation that fired it (value, unit, as_of,
+    source version), from the poll, not from the model."""
+    from tests.test_conditions_runtime import LE_10, condition, registry_of, step_hours
+
+    as_of = utc("2026-06-01T00:30Z")
+    sources = registry_of(lambda s, at: ("9.75", as_of), clock=clock)
+    spec = condition(LE_10, mode="first_match", sources=["prices"],
+                     agent={"name": "model", "params": {"model": "test-model"}})
+    async with model_server(answer("# AAPL\n\nBelow 10.\n", "high", "AAPL at 9.75")) as server:
+        await confirmed(db, clock, spec)
+        await step_hours(db, clock, sources, 1)
+        catalog = AgentCatalog()
+        catalog.add("model", ModelAgent(ModelEndpoint(server.base_url, "k")))
+        worker = Worker(db, clock, catalog, worker_id="w", artifact_root=tmp_path,
+                        sources=sources)
+        outcome = await worker.run_once()
+        prompt = json.dumps(server.received[0]["messages"])
+    assert outcome is not None and outcome.status == "completed", outcome
+    assert "## Why it ran" in prompt
+    assert '\\"value\\": \\"9.75\\"' in prompt and "USD/share" in prompt
+    assert "2026-06-01T00:30:00Z" in prompt and '\\"source_version\\": \\"1\\"' in prompt
+    assert await db.pool.fetchval("SELECT headline FROM reports") == "AAPL at 9.75"
