@@ -375,3 +375,38 @@ def test_a_long_refused_value_is_quoted_in_part() -> None:
     shown = repr("y" * 1_000_000)
     assert raised.value.problems == (
         f"extra: Extra inputs are not permitted (got {shown[:60]}... (1000002 characters))",)
+
+
+async def test_a_command_continues_into_a_second_root_with_its_intent(
+        db: Database, tmp_path: Path) -> None:
+    """max_roots 2: root 1 prints a continuation intent; root 2 reads root and the
+    previous report from its context on stdin and prints the final report, which is the
+    task's, with its headline."""
+    clock = FakeClock(utc(START))
+    code = ("import json, sys; ctx = json.load(sys.stdin)\n"
+            "if ctx['root'] == 1:\n"
+            "    print(json.dumps({'report': '# part 1\\n', 'continuation': {\n"
+            "        'reason': 'half done', 'instructions': 'finish it'}}))\n"
+            "else:\n"
+            "    c = ctx['continued_from']\n"
+            "    print(json.dumps({'report': f\"# part 2 after {c['previous_report'].strip()}"
+            " ({c['instructions']})\\n\", 'headline': 'done in two'}))\n")
+    worker, _ = await run_command(db, clock, tmp_path, code, limits={"max_roots": 2})
+    first = await worker.run_once()
+    assert first is not None and first.status == "pending"
+    second = await worker.run_once()
+    assert second is not None and second.status == "completed"
+    row = await db.pool.fetchrow("SELECT content_md, headline FROM reports")
+    assert tuple(row) == ("# part 2 after # part 1 (finish it)\n", "done in two")
+    outcomes = await db.pool.fetch("SELECT root, outcome FROM runs ORDER BY run_id")
+    assert [tuple(r) for r in outcomes] == [(1, "continued"), (2, "succeeded")]
+
+
+async def test_a_blank_continuation_reason_is_refused_naming_the_field(
+        db: Database, tmp_path: Path) -> None:
+    clock = FakeClock(utc(START))
+    worker, _ = await run_command(db, clock, tmp_path, printing(
+        {"report": "# r\n", "continuation": {"reason": "  ", "instructions": "go"}}))
+    outcome = await worker.run_once()
+    assert outcome is not None and outcome.status == "failed"
+    assert "continuation.reason" in outcome.reason

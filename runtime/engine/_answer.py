@@ -3,8 +3,13 @@
 stdout is either plain markdown (the report; usage unknown) or one JSON object::
 
     {"report": "# ...", "importance": "low|normal|high", "artifact": "path or null",
+     "headline": "one line",
      "usage": {"model_requests": 3, "tool_attempts": 5, "input_tokens": 1200,
-               "output_tokens": 800, "cost_usd": "0.042"}}
+               "output_tokens": 800, "cost_usd": "0.042"},
+     "continuation": {"reason": "...", "instructions": "..."}}
+
+``continuation`` is the run's explicit request for a further root run of the task
+(granted within ``limits.max_roots``, the deadline and the budget).
 
 Every key is optional (``report`` defaults to empty, ``importance`` to ``normal``, each
 usage figure to 0); an unknown key is refused, so a typo (``"importnce"``) is not
@@ -94,6 +99,17 @@ class AnswerUsage(BaseModel):
                                        decimal_places=COST_DECIMAL_PLACES)] = Decimal(0)
 
 
+class AnswerContinuation(BaseModel):
+    """A command's continuation intent: why, and what the next root should do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=20_000, pattern=r"\S"),
+                      _storable("the continuation's reason")]
+    instructions: Annotated[StrictStr, Field(min_length=1, max_length=20_000, pattern=r"\S"),
+                            _storable("the continuation's instructions")]
+
+
 class Answer(BaseModel):
     """A command agent's JSON answer (see the module docstring)."""
 
@@ -104,6 +120,8 @@ class Answer(BaseModel):
     artifact: Annotated[StrictStr | None, Field(min_length=1),
                         _storable("the artifact path")] = None
     usage: AnswerUsage = AnswerUsage()
+    headline: Annotated[StrictStr, Field(max_length=200), _storable("the headline")] = ""
+    continuation: AnswerContinuation | None = None
 
 
 class AnswerInvalid(ValueError):

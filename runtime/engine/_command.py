@@ -18,7 +18,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from .._errors import AgentError
-from ._agents import AgentContext, AgentResult, Usage
+from ._agents import AgentContext, AgentResult, Continuation, Usage
 from ._answer import AnswerInvalid, parse_answer
 
 __all__ = ["STDERR_TAIL_BYTES", "STDOUT_LIMIT_BYTES", "CommandAgent"]
@@ -79,8 +79,12 @@ class CommandAgent:
         ctx.budget.settle(Usage(tool_attempts=1) + Usage(
             reported.model_requests, reported.tool_attempts, reported.cost_usd,
             reported.input_tokens, reported.output_tokens))
+        intent = answer.continuation
         return AgentResult(answer.report, answer.importance, ctx.budget.used,
-                           Path(answer.artifact) if answer.artifact else None)
+                           Path(answer.artifact) if answer.artifact else None,
+                           headline=answer.headline,
+                           continuation=None if intent is None else Continuation(
+                               intent.reason, intent.instructions))
 
     async def _execute(self, context: bytes) -> tuple[bytes, int, bytes]:
         """Start the command, feed it ``context``, and read its output within the limits.
