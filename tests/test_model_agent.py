@@ -575,3 +575,35 @@ async def test_a_condition_fire_tells_the_model_why_it_ran(db: Database, clock: 
     assert '\\"value\\": \\"9.75\\"' in prompt and "USD/share" in prompt
     assert "2026-06-01T00:30:00Z" in prompt and '\\"source_version\\": \\"1\\"' in prompt
     assert await db.pool.fetchval("SELECT headline FROM reports") == "AAPL at 9.75"
+
+
+async def test_the_api_shows_what_a_model_run_took(db: Database,
+                                                                tmp_path: Path) -> None:
+    """GET /v1/tasks/{id}/report answers the headline, the model and the task's spending;
+    /v1/history's runs carry root, model, usage and tool calls (as history does)."""
+    from tests._api import serving
+    from watchkeeper.runtime.usecases import create_key
+
+    clock = FakeClock(utc(START))
+    market = Market(clock)
+    async with model_server(
+            tools(("read_observation", {"source": "prices", "subject": "FUNDX"}), usage=(300, 40)),
+            answer("# R\n", "high", "FUNDX below 5,000", usage=(500, 60))) as server:
+        await model_task(db, clock, server.base_url)
+        outcome = await model_worker(db, clock, tmp_path, server.base_url, market).run_once()
+    assert outcome is not None and outcome.status == "completed"
+    key = (await create_key(db, clock, "operator", tenant_id="acme", name="ops")).token
+    async with serving(db, clock, tmp_path) as api:
+        report = await api.call("GET", f"/v1/tasks/{outcome.task_id}/report", key)
+        page = await api.call("GET", "/v1/history", key)
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert (body["headline"], body["model"], body["roots"], body["runs"], body["tool_calls"]) == (
+        "FUNDX below 5,000", "test-model-2026", 1, 1, 1)
+    assert body["usage"] == {"model_requests": 2, "tool_attempts": 1, "input_tokens": 800,
+                             "output_tokens": 100,
+                             "cost_usd": str((cost(300, 40) + cost(500, 60)).normalize())}
+    assert page.status_code == 200, page.text
+    (run,) = page.json()["items"][0]["runs"]
+    assert (run["root"], run["model"], run["usage"]["model_requests"], len(run["tool_calls"])) == (
+        1, "test-model-2026", 2, 1)
