@@ -43,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _model_server import answer, model_server, tools  # noqa: E402
 from api import scratch_database, server_dsn  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
@@ -50,7 +51,6 @@ from pydantic_ai.output import ToolOutput  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 from pydantic_ai.usage import UsageLimits  # noqa: E402
 
-from tests._model_server import answer, model_server, tools  # noqa: E402
 from watchkeeper.runtime import AgentCatalog, FakeClock, ModelAgent, ModelEndpoint, Worker  # noqa: E402
 from watchkeeper.runtime.engine import tick  # noqa: E402
 from watchkeeper.runtime.engine._model_agent import ModelAnswer  # noqa: E402

@@ -18,12 +18,11 @@ from typing import Any
 
 import anyio
 import uvicorn
+from _api import QuietServer
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-
-from tests._api import QuietServer
 
 ANSWER_TOOL = "final_result"
 """The tool pydantic-ai offers for a structured answer (its ``ToolOutput`` default name)."""

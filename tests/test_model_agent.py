@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import confirmed, tasks, utc
+from _model_server import ANSWER_TOOL, answer, held, model_server, status, tools
 
-from tests._helpers import confirmed, tasks, utc
-from tests._model_server import ANSWER_TOOL, answer, held, model_server, status, tools
 from watchkeeper.runtime import AgentCatalog, FakeClock, ModelAgent, ModelEndpoint, Worker
 from watchkeeper.runtime.engine import tick
 from watchkeeper.runtime.store._db import Database
@@ -132,6 +132,8 @@ async def test_a_research_run_reads_two_observations_and_commits_its_report(
     assert outcome is not None and outcome.status == "completed", outcome
     row = await db.pool.fetchrow("SELECT content_md, importance, headline FROM reports")
     assert tuple(row) == (report, "high", "FUNDX fell below 5,000 USD")
+    (notice,) = await db.fetch("delivery_payloads", ["acme"], [outcome.task_id])
+    assert notice["headline"] == "FUNDX fell below 5,000 USD"  # the notice carries it
     assert market.reads == [("prices", "FUNDX"), ("fx", "EURUSD")]
     (run,) = await run_rows(db)
     assert (run["outcome"], run["model"], run["root"]) == ("succeeded", "test-model-2026", 1)
@@ -510,7 +512,7 @@ async def test_the_model_example_runs_from_the_command_line(db: Database, db_dsn
     offers the built-in model agent; the example's task (triggered now) reads the stocks
     series through the tool and commits the model's report; `report` shows the headline,
     the model and what the task spent; without the variable the task waits."""
-    from tests.test_cli import cli
+    from test_cli import cli
 
     repo = REPO
     example = repo / "examples" / "holdings_review_model.toml"
@@ -555,7 +557,7 @@ async def test_a_condition_fire_tells_the_model_why_it_ran(db: Database, clock: 
     """A first_match condition (AAPL <= 10 USD/share) fires on 9.75: the model's task
     prompt carries the verdict and the observation that fired it (value, unit, as_of,
     source version), from the poll, not from the model."""
-    from tests.test_conditions_runtime import LE_10, condition, registry_of, step_hours
+    from test_conditions_runtime import LE_10, condition, registry_of, step_hours
 
     as_of = utc("2026-06-01T00:30Z")
     sources = registry_of(lambda s, at: ("9.75", as_of), clock=clock)
@@ -581,7 +583,8 @@ async def test_the_api_shows_what_a_model_run_took(db: Database,
                                                                 tmp_path: Path) -> None:
     """GET /v1/tasks/{id}/report answers the headline, the model and the task's spending;
     /v1/history's runs carry root, model, usage and tool calls (as history does)."""
-    from tests._api import serving
+    from _api import serving
+
     from watchkeeper.runtime.usecases import create_key
 
     clock = FakeClock(utc(START))

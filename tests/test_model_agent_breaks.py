@@ -9,13 +9,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import _model_server
 import anyio
 import pytest
+from _helpers import tasks, utc
+from _model_server import answer, held, model_server, tools
+from test_model_agent import START, Market, model_task, model_worker, run_rows
 
-from tests import _model_server
-from tests._helpers import tasks, utc
-from tests._model_server import answer, held, model_server, tools
-from tests.test_model_agent import START, Market, model_task, model_worker, run_rows
 from watchkeeper.runtime import FakeClock
 from watchkeeper.runtime.store._db import Database
 from watchkeeper.sources import CallableSource, SourceRegistry

@@ -100,10 +100,11 @@ class Usage:
                      max(self.output_tokens, other.output_tokens))
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form, cost as a decimal string."""
+        """JSON form, cost as a plain decimal string without trailing zeros
+        (``"0.00144"``, ``"10"``)."""
         return {"model_requests": self.model_requests, "tool_attempts": self.tool_attempts,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_usd": str(self.cost_usd)}
+                "cost_usd": format(self.cost_usd.normalize(), "f")}
 
 
 class BudgetGuard:

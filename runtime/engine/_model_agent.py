@@ -389,7 +389,8 @@ def _prompt(ctx: AgentContext) -> str:
         "definition": f"{ctx.tenant_id}/{ctx.definition_id}", "revision": ctx.revision,
         "title": ctx.title, "owner": ctx.owner_user_id, "occurrence": occ.slot,
         "kind": occ.kind, "scheduled_for": format_utc(occ.scheduled_for),
-        "admitted_late": occ.late, "lateness_seconds": round(occ.lateness_seconds, 1),
+        "admitted_late": occ.late,
+        "started_seconds_after_not_before": round(occ.lateness_seconds, 1),
         "attempt": ctx.attempt, "root": ctx.root,
         "sources_in_scope": ctx.sources.offered() if ctx.sources is not None else [],
     }

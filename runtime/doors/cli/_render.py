@@ -96,7 +96,7 @@ def _entry_cells(e: HistoryEntry) -> list[str]:
 def _run_cell(u: dict[str, Any]) -> str:
     """One run in the history table: attempt, root, outcome, token, model and spending,
     the continuation intent it ended with, and its error."""
-    text = f"{u['attempt']}:{u['outcome']}(token {u['lease_token']}"
+    text = f"{u['attempt']}:{u['outcome']}(fencing token {u['lease_token']}"
     if (u.get("root") or 1) > 1:
         text += f", root {u['root']}"
     text += ")"
@@ -122,7 +122,8 @@ def history_lines(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent
         if e["task_id"] is not None:
             runs = e["runs"] or []
             facts.append(f"task #{e['task_id']} {e['task_status']}, {len(runs)} run(s)"
-                         + (f" (tokens {', '.join(str(u['lease_token']) for u in runs)})" if runs else ""))
+                         + (f" (fencing tokens {', '.join(str(u['lease_token']) for u in runs)})"
+                            if runs else ""))
         if e["content_sha256"]:
             facts.append(f"report {'verified' if e['verified'] else 'NOT verified'} "
                          f"{e['content_sha256'][:10]}")

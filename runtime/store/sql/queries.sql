@@ -660,10 +660,10 @@ RETURNING d.tenant_id, d.delivery_id, d.task_id, d.channel, d.destination, d.att
 
 -- name: delivery_payloads
 -- The notice body (a reference to the committed report) and, read now, the recipient's
--- preferences and zone.
+-- preferences and zone. The headline is the one the agent gave, else the report's first line.
 SELECT t.tenant_id, t.task_id, t.definition_id, t.binding_id, t.slot, t.kind, t.owner_user_id,
        t.scheduled_for, r.importance, r.content_sha256, r.output_ref, r.committed_at,
-       split_part(r.content_md, E'\n', 1) AS headline,
+       coalesce(nullif(r.headline, ''), split_part(r.content_md, E'\n', 1)) AS headline,
        u.zone AS user_zone, p.user_id IS NOT NULL AS has_preferences, p.channels,
        p.min_importance, p.quiet_start, p.quiet_end
 FROM tasks t
