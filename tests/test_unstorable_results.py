@@ -77,7 +77,7 @@ async def runs(db: Database) -> list[tuple[int, str, str | None, dict[str, Any]]
      {**NO_USAGE, "model_requests": BIGINT_MAX}),
     (AgentResult("# r", usage=Usage(cost_usd=Decimal("1E-20000"))),
      "usage.cost_usd: 1E-20000 has more than 18 digits after the decimal point",
-     {**NO_USAGE, "cost_usd": "1E-18"}),
+     {**NO_USAGE, "cost_usd": "0.000000000000000001"}),
 ])
 async def test_a_result_postgresql_cannot_store_fails_the_task_once(
         db: Database, tmp_path: Path, result: Any, problem: str,

@@ -119,7 +119,7 @@ UNRECORDABLE = ("the database refused to record this task's outcome; the worker'
                 "the error")
 """The reason recorded when the database refused the first one (the last resort)."""
 
-KEEPS_EARLIER_ROOT = frozenset({"failed", "timed_out"})
+KEEPS_EARLIER_ROOT = frozenset({"failed", "timed_out", "cancelled", "failed_verification"})
 """How a later root may end while the task keeps the report of the root before it."""
 
 LATE_STATUS = {"skip_expired": "expired", "review_late": "review_required"}
@@ -616,15 +616,23 @@ class Worker:
             if await tx.fetchval("task_continue", task["tenant_id"], task["task_id"],
                                  task["lease_token"], root + 1, now, spec.limits.max_attempts,
                                  reason) is None:
-                stale = True
+                state = await tx.fetchrow("task_lease_state", task["tenant_id"],
+                                          task["task_id"], task["lease_token"])
             else:
-                stale = False
+                state = None
                 await tx.execute("run_finish", task["tenant_id"], run_id, "continued", now, None,
                                  recordable_usage(result.usage).to_json(), journal.model,
                                  journal.tool_calls, intent)
-        if stale:
-            await self._close_run(task, run_id, "rejected_stale", "continuation rejected: the "
-                                  "lease token is no longer current", result.usage)
+        if state is not None and state["current"] and state["cancel_requested"]:
+            intent = {**result.continuation.to_json(), "status": "refused",
+                      "refusal": "cancellation was requested"}
+            return await self._commit(task, run_id, spec, ctx, result, continuation=intent)
+        if state is not None:
+            with anyio.CancelScope(shield=True):
+                await self.db.execute(
+                    "run_reject_stale", task["tenant_id"], run_id, self.clock.now(),
+                    "continuation rejected: the lease token is no longer current",
+                    recordable_usage(result.usage).to_json(), journal.model, journal.tool_calls)
             return self._outcome(task, "stale", "continuation rejected (stale token)")
         return self._outcome(task, "pending", reason)
 
@@ -634,6 +642,10 @@ class Worker:
         verification = verify_output(spec.output, result, ctx.artifact_dir)
         status = "completed" if verification.ok else "failed_verification"
         now = self.clock.now()
+        if not verification.ok and task["root"] > 1:  # the earlier root's report stands
+            await self._close_run(task, run_id, "failed_verification", verification.detail,
+                                  result.usage)
+            return await self._finish(task, "failed_verification", verification.detail)
         try:
             await self._durable_receipt(task, run_id, result, verification, status, now,
                                         continuation)
@@ -736,17 +748,30 @@ class Worker:
                                  f"root {task['root'] - 1}'s")
         now = self.clock.now()
         tenant, task_id = task["tenant_id"], task["task_id"]
-        async with self.db.transaction() as tx:
-            if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"], "completed",
-                                 detail, now) is None:
-                return self._outcome(task, "stale", "lease token no longer current")
-            await tx.execute("report_insert", tenant, task_id, row["run_id"], result.report,
-                             result.importance.value, verification.content_sha256 or hashlib.sha256(
-                                 result.report.encode()).hexdigest(),
-                             verification.output_ref or f"report:{tenant}/{task_id}", True,
-                             detail, now, now, result.headline)
-            await tx.execute("deliveries_insert", tenant, task_id, now, *self._deliveries(task))
-            await tx.execute("tasks_release_held", tenant, task_id)
+
+        async def write() -> bool:
+            async with self.db.transaction() as tx:
+                if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"],
+                                     "completed", detail, now) is None:
+                    return False
+                await tx.execute("report_insert", tenant, task_id, row["run_id"], result.report,
+                                 result.importance.value, verification.content_sha256
+                                 or hashlib.sha256(result.report.encode()).hexdigest(),
+                                 verification.output_ref or f"report:{tenant}/{task_id}", True,
+                                 detail, now, now, result.headline)
+                await tx.execute("deliveries_insert", tenant, task_id, now,
+                                 *self._deliveries(task))
+                await tx.execute("tasks_release_held", tenant, task_id)
+            return True
+
+        try:
+            written = await write()
+        except CommitOutcomeUnknown as lost:  # as _durable_receipt: settle, read back
+            await self.db.settle(lost)
+            written = (await self.db.fetchrow("report_get", tenant, task_id) is not None
+                       or await write())
+        if not written:
+            return self._outcome(task, "stale", "lease token no longer current")
         return self._outcome(task, "completed", detail)
 
     async def _close_run(self, task: Mapping[str, Any], run_id: int, outcome: str, error: str,

@@ -305,6 +305,7 @@ async def cancel(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
             row["cursor_at"], row["slots_seen"], None, now, _note(note), actor.label))
         reason = f"definition cancelled by {actor.label}"
         await tx.execute("tasks_cancel_waiting", tenant_id, definition_id, reason, now)
+        await tx.execute("tasks_request_cancel_later_roots", tenant_id, definition_id, now)
         if running:
             await tx.execute("tasks_request_cancel", tenant_id, definition_id, now)
     return fence

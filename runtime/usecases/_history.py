@@ -231,6 +231,6 @@ async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
     assert spent is not None  # an aggregate always answers one row
     usage = {name: int(spent[name]) for name in ("model_requests", "tool_attempts",
                                                   "input_tokens", "output_tokens")}
-    usage["cost_usd"] = str(spent["cost_usd"].normalize()) if spent["cost_usd"] else "0"
+    usage["cost_usd"] = format(spent["cost_usd"].normalize(), "f") if spent["cost_usd"] else "0"
     return {**dict(row), "model": spent["model"], "roots": int(spent["roots"]),
             "runs": int(spent["runs"]), "tool_calls": int(spent["tool_calls"]), "usage": usage}

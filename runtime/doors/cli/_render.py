@@ -8,6 +8,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from rich.table import Table
+from rich.text import Text
 
 from watchkeeper.runtime.usecases import HistoryEntry, HistoryEvent
 from watchkeeper.triggers import PreviewItem, format_utc
@@ -46,10 +47,11 @@ def definitions_table(rows: Iterable[Mapping[str, Any]]) -> Table:
         trigger = r["trigger"] or {}
         what = trigger.get("expr") or trigger.get("every") or trigger.get("at") or ""
         zone = trigger.get("zone") or ""
-        table.add_row(r["tenant_id"], r["definition_id"], r["origin"], r["status"],
-                      f"{r['effective_revision'] or '-'}/{r['latest_revision']}",
-                      f"{trigger.get('type', '')} {what} {zone}".strip(),
-                      _utc(r["next_due_at"]), str(r["slots_seen"]), r["title"] or "")
+        table.add_row(*(Text(cell) for cell in (
+            r["tenant_id"], r["definition_id"], r["origin"], r["status"],
+            f"{r['effective_revision'] or '-'}/{r['latest_revision']}",
+            f"{trigger.get('type', '')} {what} {zone}".strip(),
+            _utc(r["next_due_at"]), str(r["slots_seen"]), r["title"] or "")))
     return table
 
 
@@ -70,7 +72,7 @@ def history_table(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent
             _utc(r["last_at"] or r["recorded_at"]), f"{span} ({r['count']})", r["kind"], "",
             "", "", "", "", r["reason"]]))
     for _, cells in sorted(rows, key=lambda item: item[0]):
-        table.add_row(*cells)
+        table.add_row(*(Text(cell) for cell in cells))  # text, never markup: agents wrote it
     return table
 
 

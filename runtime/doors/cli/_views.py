@@ -170,7 +170,8 @@ def report_cmd(task: Annotated[int, typer.Argument(min=1, max=MAX_ID)],
         return
     out.print(f"receipt: {'verified' if row['verified'] else 'NOT verified'} ({row['verification']}), "
               f"sha256 {row['content_sha256']}, output {row['output_ref']}, importance "
-              f"{row['importance']}, finished {format_utc(row['finished_at'])}", soft_wrap=True)
+              f"{row['importance']}, finished {format_utc(row['finished_at'])}", soft_wrap=True,
+              markup=False)
     if row["headline"]:
         out.print(f"headline: {row['headline']}", soft_wrap=True, markup=False)
     spent = row["usage"]

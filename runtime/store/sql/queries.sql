@@ -250,10 +250,12 @@ WHERE tenant_id = $1 AND definition_id = $2
 RETURNING fence;
 
 -- name: tasks_cancel_waiting
--- Cancel a definition's tasks that have not started; they never run.
+-- Cancel a definition's tasks that have not started; they never run. A task waiting as
+-- root 2 or later has a report from its earlier root: it is asked to stop instead
+-- (tasks_request_cancel), so the worker that claims it ends it with that report.
 UPDATE tasks SET status = 'cancelled', status_reason = $3, finished_at = $4
 WHERE definition_tenant_id = $1 AND definition_id = $2
-  AND status IN ('pending', 'held', 'review_required')
+  AND status IN ('pending', 'held', 'review_required') AND root = 1
 RETURNING tenant_id, task_id;
 
 -- name: tasks_request_cancel
@@ -261,6 +263,14 @@ RETURNING tenant_id, task_id;
 UPDATE tasks SET cancel_requested_at = $3
 WHERE definition_tenant_id = $1 AND definition_id = $2
   AND status IN ('running', 'suspended') AND cancel_requested_at IS NULL
+RETURNING tenant_id, task_id;
+
+-- name: tasks_request_cancel_later_roots
+-- A cancelled definition's tasks waiting as root 2 or later: the worker that claims one
+-- ends it with the report its earlier root wrote (tasks_cancel_waiting leaves them).
+UPDATE tasks SET cancel_requested_at = $3
+WHERE definition_tenant_id = $1 AND definition_id = $2
+  AND status = 'pending' AND root > 1 AND cancel_requested_at IS NULL
 RETURNING tenant_id, task_id;
 
 -- name: event_insert
@@ -526,7 +536,14 @@ UPDATE tasks
 SET status = 'pending', status_reason = $7, not_before = least(not_before, $5),
     lease_owner = NULL, lease_expires_at = NULL, root = $4, max_attempts = attempts + $6
 WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3 AND status = 'running'
+  AND cancel_requested_at IS NULL
 RETURNING task_id;
+
+-- name: task_lease_state
+-- Whether token $3 still holds the task, and whether a cancellation was requested.
+SELECT lease_token = $3 AND status = 'running' AS current,
+       cancel_requested_at IS NOT NULL AS cancel_requested
+FROM tasks WHERE tenant_id = $1 AND task_id = $2;
 
 -- name: run_continuation_of
 -- The accepted intent that started root $3 of a task (the run that ended root $3 - 1),

@@ -27,7 +27,8 @@ ALTER TABLE tasks ADD COLUMN root integer NOT NULL DEFAULT 1;
 -- A report's one-line headline (the model agent's structured answer has one).
 ALTER TABLE reports ADD COLUMN headline text NOT NULL DEFAULT '';
 
--- The history's runs gain root, model, usage, tool calls and the continuation intent.
+-- The history's runs gain root, model, usage, tool calls and the continuation intent
+-- (its reason, instructions, status and refusal; the earlier root's report stays on the run).
 CREATE OR REPLACE VIEW history_rows AS
 SELECT o.tenant_id, o.definition_tenant_id, o.definition_id, o.binding_id, o.slot, o.kind,
        o.revision, o.scheduled_for, o.not_before, o.expires_at, o.zone, o.local_wall, o.fold,
@@ -45,7 +46,9 @@ SELECT o.tenant_id, o.definition_tenant_id, o.definition_id, o.binding_id, o.slo
                  'started_at', to_char(u.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                  'finished_at', to_char(u.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                  'error', u.error, 'root', u.root, 'model', u.model, 'usage', u.usage,
-                 'tool_calls', u.tool_calls, 'continuation', u.continuation) ORDER BY u.run_id)
+                 'tool_calls', u.tool_calls,
+                 -- the intent without the report it carries (kept on the run row)
+                 'continuation', u.continuation - 'report') ORDER BY u.run_id)
           FROM runs u WHERE u.tenant_id = t.tenant_id AND u.task_id = t.task_id) AS runs,
        (SELECT json_agg(json_build_object(
                  'delivery_id', x.delivery_id, 'channel', x.channel,
