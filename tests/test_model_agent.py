@@ -243,12 +243,13 @@ async def test_the_cost_limit_stops_the_run_when_a_request_could_pass_it(
 
 async def test_a_429_with_retry_after_is_retried_after_that_wait_then_succeeds(
         db: Database, tmp_path: Path) -> None:
-    """429 with Retry-After: 7, then a 503, then an answer: the second try comes exactly
-    7 s later on the worker's clock (nothing at 6.5 s), the third after the backoff; the
+    """429 with Retry-After: 7, then a 503 with Retry-After: 3, then an answer: the second
+    try comes exactly 7 s later on the worker's clock (nothing at 6.5 s), the third 3 s
+    after the second; the
     run succeeds with one model request charged (the refused tries produced nothing)."""
     clock = FakeClock(utc(START))
     market = Market(clock)
-    async with model_server(status(429, retry_after="7"), status(503),
+    async with model_server(status(429, retry_after="7"), status(503, retry_after="3"),
                             answer(usage=(80, 10))) as server:
         await model_task(db, clock, server.base_url)
         worker = model_worker(db, clock, tmp_path, server.base_url, market)
@@ -263,14 +264,15 @@ async def test_a_429_with_retry_after_is_retried_after_that_wait_then_succeeds(
             with anyio.fail_after(10):
                 await clock.wait_for_sleep(7)  # the Retry-After wait has begun
             clock.advance(6.5)  # (binary fractions: 6.5 + 0.5 is exactly 7)
-            await anyio.sleep(0.05)
+            with anyio.fail_after(10):
+                await clock.wait_for_sleep(0.5)  # the wait is still on: nothing sent yet
             assert len(server.received) == 1
             clock.advance(0.5)
             await server.wait_for_requests(2)
-            while len(server.received) < 3:  # the 503's backoff (jittered, at most 30 s)
-                await clock.wait_for_sleepers(3)
-                clock.advance(1)
-                await anyio.sleep(0.01)
+            with anyio.fail_after(10):
+                await clock.wait_for_sleep(3)  # the 503's Retry-After
+            clock.advance(3)
+            await server.wait_for_requests(3)
     assert result[0] is not None and result[0].status == "completed", result
     (run,) = await run_rows(db)
     assert recorded(run) == usage(1, 0, 80, 10, cost(80, 10))
@@ -297,7 +299,8 @@ async def test_a_request_timeout_fails_the_attempt_and_the_next_attempt_answers(
             with anyio.fail_after(10):
                 await clock.wait_for_sleep(30)  # the request's timeout is running
             clock.advance(29.5)
-            await anyio.sleep(0.05)
+            with anyio.fail_after(10):
+                await clock.wait_for_sleep(0.5)  # the timeout has not fired
             assert first == []
             clock.advance(0.5)
         assert first[0].status == "pending"

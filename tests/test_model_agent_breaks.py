@@ -11,6 +11,7 @@ from typing import Any
 
 import _model_server
 import anyio
+import anyio.lowlevel
 import pytest
 from _helpers import tasks, utc
 from _model_server import answer, held, model_server, tools
@@ -185,11 +186,16 @@ async def test_parallel_tool_charges_never_lower_the_durable_usage(
 
     market.registry = SourceRegistry([CallableSource("prices", "1", slow, now=clock.now)])
     real = db.fetchval
+    written: list[int] = []
 
     async def jittery(name: str, *args: Any) -> Any:
         if name == "run_charge" and args[2]["tool_attempts"] == 1:
-            await anyio.sleep(0.2)  # network jitter: this write lands after the next one
-        return await real(name, *args)
+            for _ in range(200):  # a slow network: let the other call's write go first
+                await anyio.lowlevel.checkpoint()  # (a yield, not a wait on any clock)
+        result = await real(name, *args)
+        if name == "run_charge":
+            written.append(args[2]["tool_attempts"])
+        return result
 
     monkeypatch.setattr(db, "fetchval", jittery)
     async with model_server(tools((READ, {"source": "prices", "subject": "A"}),
@@ -200,14 +206,14 @@ async def test_parallel_tool_charges_never_lower_the_durable_usage(
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run_once)
             with anyio.fail_after(10):
-                await both.wait()
-            await anyio.sleep(0.4)  # both charge writes have landed
+                await both.wait()  # each read starts only once its charge is written
             durable = await db.pool.fetchval("SELECT usage FROM runs")
             gate.set()
     if isinstance(durable, str):
         durable = json.loads(durable)
     assert sorted(started) == ["A", "B"]
     assert durable["tool_attempts"] == 2, durable
+    assert written == sorted(written), written  # the row's figure never went back
 
 
 @pytest.mark.parametrize("bad", [
