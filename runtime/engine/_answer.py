@@ -37,8 +37,8 @@ from pydantic_core import PydanticCustomError
 
 from watchkeeper.triggers import Importance
 
-__all__ = ["COST_DECIMAL_PLACES", "MAX_COUNT", "Answer", "AnswerInvalid", "AnswerUsage",
-           "parse_answer", "storable_problem"]
+__all__ = ["COST_DECIMAL_PLACES", "MAX_COUNT", "Answer", "AnswerContinuation", "AnswerInvalid",
+           "AnswerUsage", "parse_answer", "storable", "storable_problem"]
 
 MAX_COUNT = 10**12
 """Upper bound of one reported count (requests, attempts, tokens): far above any real
@@ -75,7 +75,7 @@ def storable_problem(what: str, text: str) -> str | None:
     return None
 
 
-def _storable(what: str) -> AfterValidator:
+def storable(what: str) -> AfterValidator:
     """A pydantic check that a string field passes :func:`storable_problem`."""
     def check(value: str | None) -> str | None:
         problem = None if value is None else storable_problem(what, value)
@@ -100,14 +100,18 @@ class AnswerUsage(BaseModel):
 
 
 class AnswerContinuation(BaseModel):
-    """A command's continuation intent: why, and what the next root should do."""
+    """A continuation intent in an agent's answer (a command's JSON, the model agent's
+    structured answer): why, and what the next root should do."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    reason: Annotated[StrictStr, Field(min_length=1, max_length=20_000, pattern=r"\S"),
-                      _storable("the continuation's reason")]
-    instructions: Annotated[StrictStr, Field(min_length=1, max_length=20_000, pattern=r"\S"),
-                            _storable("the continuation's instructions")]
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=20_000, pattern=r"\S",
+                                       description="Why the work cannot be finished in this "
+                                       "run."),
+                      storable("the continuation's reason")]
+    instructions: Annotated[StrictStr, Field(min_length=1, max_length=20_000, pattern=r"\S",
+                                             description="What the next run should do."),
+                            storable("the continuation's instructions")]
 
 
 class Answer(BaseModel):
@@ -115,12 +119,12 @@ class Answer(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    report: Annotated[StrictStr, _storable("the report")] = ""
+    report: Annotated[StrictStr, storable("the report")] = ""
     importance: Importance = Importance.NORMAL
     artifact: Annotated[StrictStr | None, Field(min_length=1),
-                        _storable("the artifact path")] = None
+                        storable("the artifact path")] = None
     usage: AnswerUsage = AnswerUsage()
-    headline: Annotated[StrictStr, Field(max_length=200), _storable("the headline")] = ""
+    headline: Annotated[StrictStr, Field(max_length=200), storable("the headline")] = ""
     continuation: AnswerContinuation | None = None
 
 

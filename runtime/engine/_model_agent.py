@@ -44,7 +44,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 import httpx2
@@ -66,7 +66,7 @@ from watchkeeper.triggers import Importance, ModelAgentParams, format_utc
 
 from .._errors import AgentError, WatchkeeperError
 from ._agents import AgentContext, AgentResult, Continuation
-from ._answer import COST_DECIMAL_PLACES, storable_problem
+from ._answer import COST_DECIMAL_PLACES, AnswerContinuation, storable
 from ._clock import Clock, SystemClock
 from ._tools import READ_TOOL, ToolRefused
 
@@ -87,45 +87,19 @@ class ModelRequestTimeout(Exception):  # noqa: N818 - the name says what happene
     """One try of a model request took longer than ``request_timeout_seconds``."""
 
 
-def _storable_text(value: str, name: str) -> str:
-    """``value`` if PostgreSQL can store it; else a validation error the model is sent
-    back to correct (a NUL character, a lone surrogate)."""
-    problem = storable_problem(name, value)
-    if problem is not None:
-        raise ValueError(f"{problem}: write it without that character")
-    return value
-
-
-class ContinuationAnswer(BaseModel):
-    """The model's request for a further root run of the same task."""
-
-    model_config = pydantic.ConfigDict(extra="forbid")
-
-    reason: str = Field(min_length=1, max_length=2000,
-                        description="Why the work cannot be finished in this run.")
-    instructions: str = Field(min_length=1, max_length=20_000,
-                              description="What the next run should do.")
-
-    @pydantic.field_validator("reason", "instructions")
-    @classmethod
-    def _storable(cls, value: str, info: pydantic.ValidationInfo) -> str:
-        if not value.strip():
-            raise ValueError("must say something")
-        return _storable_text(value, info.field_name or "text")
-
-
 class ModelAnswer(BaseModel):
     """The structured answer the model must give (as the ``final_result`` tool call)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    headline: str = Field(min_length=1, max_length=200,
-                          description="One line (no line breaks) saying what matters most.")
+    headline: Annotated[str, Field(min_length=1, max_length=200, description="One line (no "
+                                   "line breaks) saying what matters most."),
+                        storable("the headline")]
     importance: Literal["low", "normal", "high"] = Field(
         description="high: the user should look now; normal: worth reading; low: nothing new.")
-    report: str = Field(min_length=1, max_length=200_000,
-                        description="The report, in markdown.")
-    continuation: ContinuationAnswer | None = Field(
+    report: Annotated[str, Field(min_length=1, max_length=200_000,
+                                 description="The report, in markdown."), storable("the report")]
+    continuation: AnswerContinuation | None = Field(
         default=None, description="Only if the work cannot be finished in this run and a "
         "further run is allowed: why, and what the next run should do. Omit otherwise.")
 
@@ -135,11 +109,6 @@ class ModelAnswer(BaseModel):
         if "\n" in value or "\r" in value:
             raise ValueError("the headline must be one line: no line breaks")
         return value.strip()
-
-    @pydantic.field_validator("headline", "report")
-    @classmethod
-    def _storable(cls, value: str, info: pydantic.ValidationInfo) -> str:
-        return _storable_text(value, info.field_name or "text")
 
 
 @dataclass(frozen=True, slots=True)
