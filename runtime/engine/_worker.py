@@ -176,8 +176,9 @@ class Worker:
                  sources: SourceRegistry | None = None) -> None:
         self.db, self.clock, self.agents = db, clock, agents
         self.sources = sources or SourceRegistry()
-        self._journals: dict[int, RunJournal] = {}
-        self._budgets: dict[int, BudgetGuard] = {}
+        self._runs: dict[int, AgentContext] = {}
+        """The context of each run in hand, by run id (its journal and budget guard are
+        what the run's closing write records)."""
         self.tenant_id = tenant_id
         self.worker_id = worker_id
         self.artifact_root = artifact_root
@@ -306,8 +307,7 @@ class Worker:
                 return await self._unrecordable(task, run_id, refused, Usage())
         finally:
             if run_id is not None:
-                self._journals.pop(run_id, None)
-                self._budgets.pop(run_id, None)
+                self._runs.pop(run_id, None)
 
     async def _unrecordable(self, task: Mapping[str, Any], run_id: int | None,
                             error: StoreError, usage: Usage) -> TaskOutcome:
@@ -415,7 +415,6 @@ class Worker:
                 raise ValueError(f"artifact directory {artifact_dir} is outside {root}")
             artifact_dir.mkdir(parents=True, exist_ok=True)
         journal = RunJournal()
-        self._journals[run_id] = journal
 
         async def persist(used: Usage, before: bool) -> None:
             args = (task["tenant_id"], run_id, used.to_json(), journal.model, journal.tool_calls)
@@ -429,13 +428,12 @@ class Worker:
         budget = BudgetGuard(model_requests=limits.max_model_requests,
                              tool_attempts=limits.max_tool_attempts, cost_usd=limits.max_cost_usd,
                              spent_before=await self._spent_before(task, run_id), persist=persist)
-        self._budgets[run_id] = budget
         started = task["started_at"]
         occurrence = OccurrenceInfo(
             task["slot"], task["kind"], task["scheduled_for"], task["not_before"],
             task["expires_at"], bool(task["late"]),
             max((started - task["not_before"]).total_seconds(), 0.0))
-        return AgentContext(
+        ctx = AgentContext(
             tenant_id=task["tenant_id"], owner_user_id=task["owner_user_id"],
             definition_id=task["definition_id"], revision=task["revision"],
             binding_id=task["binding_id"], task_id=task["task_id"], attempt=task["attempts"],
@@ -451,6 +449,8 @@ class Worker:
             sources=ScopedSources(self.sources, spec.sources, budget, journal, self.clock),
             journal=journal, clock=self.clock,
         )
+        self._runs[run_id] = ctx
+        return ctx
 
     async def _continued_from(self, task: Mapping[str, Any]) -> ContinuedFrom | None:
         """For root 2 and later: the accepted intent that started the task's root."""
@@ -611,7 +611,7 @@ class Worker:
                       report_sha256=hashlib.sha256(result.report.encode()).hexdigest())
         reason = storable_reason(f"continuing as root {root + 1} of at most {most}: "
                                  f"{result.continuation.reason}")
-        journal = self._journals.get(run_id, RunJournal())
+        journal = ctx.journal
         async with self.db.transaction() as tx:
             if await tx.fetchval("task_continue", task["tenant_id"], task["task_id"],
                                  task["lease_token"], root + 1, now, spec.limits.max_attempts,
@@ -662,38 +662,47 @@ class Worker:
 
     async def _durable_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
                                verification: Any, status: str, now: datetime,
-                               continuation: dict[str, Any] | None = None) -> None:
-        """Write the receipt; after a lost COMMIT acknowledgement, settle the old session,
-        read the receipt back by its key, and write it again (same task, same token) only
-        if it is not there."""
+                               continuation: dict[str, Any] | None = None, *,
+                               close_run: bool = True, detail: str | None = None) -> None:
+        """Write the receipt of ``run_id``'s report (closing that run too, unless
+        ``close_run`` is false: an earlier root's run, closed already); after a lost
+        COMMIT acknowledgement, settle the old session, read the receipt back by its key,
+        and write it again (same task, same token) only if it is not there.
+
+        Raises:
+            StaleLease: the token is no longer current (nothing was written).
+        """
+        args = (task, run_id, result, verification, status, now, continuation, close_run,
+                verification.detail if detail is None else detail)
         try:
-            await self._write_receipt(task, run_id, result, verification, status, now,
-                                      continuation)
+            await self._write_receipt(*args)
         except CommitOutcomeUnknown as lost:
             await self.db.settle(lost)
             if await self.db.fetchrow("report_get", task["tenant_id"], task["task_id"]) is None:
-                await self._write_receipt(task, run_id, result, verification, status, now,
-                                          continuation)
+                await self._write_receipt(*args)
 
     async def _write_receipt(self, task: Mapping[str, Any], run_id: int, result: AgentResult,
                              verification: Any, status: str, now: datetime,
-                             continuation: dict[str, Any] | None) -> None:
+                             continuation: dict[str, Any] | None, close_run: bool,
+                             detail: str) -> None:
         tenant, task_id = task["tenant_id"], task["task_id"]
-        journal = self._journals.get(run_id, RunJournal())
+        ctx = self._runs.get(run_id)
+        journal = ctx.journal if ctx is not None else RunJournal()
         async with self.db.transaction() as tx:
             if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"], status,
-                                 verification.detail, now) is None:
+                                 detail, now) is None:
                 raise StaleLease(f"task {task_id}: token {task['lease_token']} is not current")
             digest = hashlib.sha256(result.report.encode()).hexdigest()
             await tx.execute("report_insert", tenant, task_id, run_id, result.report,
                              result.importance.value, verification.content_sha256 or digest,
                              verification.output_ref or f"report:{tenant}/{task_id}",
-                             verification.ok, verification.detail, now, now, result.headline)
-            await tx.execute("run_finish", tenant, run_id,
-                             "succeeded" if verification.ok else "failed_verification", now,
-                             None if verification.ok else verification.detail,
-                             result.usage.to_json(), journal.model, journal.tool_calls,
-                             continuation)
+                             verification.ok, detail, now, now, result.headline)
+            if close_run:
+                await tx.execute("run_finish", tenant, run_id,
+                                 "succeeded" if verification.ok else "failed_verification", now,
+                                 None if verification.ok else verification.detail,
+                                 result.usage.to_json(), journal.model, journal.tool_calls,
+                                 continuation)
             if verification.ok:
                 await tx.execute("deliveries_insert", tenant, task_id, now,
                                  *self._deliveries(task))
@@ -746,40 +755,19 @@ class Worker:
             return None
         detail = storable_reason(f"root {task['root']} ended {status} ({reason}); the report is "
                                  f"root {task['root'] - 1}'s")
-        now = self.clock.now()
-        tenant, task_id = task["tenant_id"], task["task_id"]
-
-        async def write() -> bool:
-            async with self.db.transaction() as tx:
-                if await tx.fetchval("task_finish", tenant, task_id, task["lease_token"],
-                                     "completed", detail, now) is None:
-                    return False
-                await tx.execute("report_insert", tenant, task_id, row["run_id"], result.report,
-                                 result.importance.value, verification.content_sha256
-                                 or hashlib.sha256(result.report.encode()).hexdigest(),
-                                 verification.output_ref or f"report:{tenant}/{task_id}", True,
-                                 detail, now, now, result.headline)
-                await tx.execute("deliveries_insert", tenant, task_id, now,
-                                 *self._deliveries(task))
-                await tx.execute("tasks_release_held", tenant, task_id)
-            return True
-
         try:
-            written = await write()
-        except CommitOutcomeUnknown as lost:  # as _durable_receipt: settle, read back
-            await self.db.settle(lost)
-            written = (await self.db.fetchrow("report_get", tenant, task_id) is not None
-                       or await write())
-        if not written:
+            await self._durable_receipt(task, row["run_id"], result, verification, "completed",
+                                        self.clock.now(), close_run=False, detail=detail)
+        except StaleLease:
             return self._outcome(task, "stale", "lease token no longer current")
         return self._outcome(task, "completed", detail)
 
     async def _close_run(self, task: Mapping[str, Any], run_id: int, outcome: str, error: str,
                          usage: Usage | None = None) -> None:
-        journal = self._journals.get(run_id)
+        ctx = self._runs.get(run_id)
+        journal = ctx.journal if ctx is not None else None
         if usage is None or usage == Usage():  # what the run's guard knows it spent
-            budget = self._budgets.get(run_id)
-            usage = budget.used if budget is not None else Usage()
+            usage = ctx.budget.used if ctx is not None else Usage()
         with anyio.CancelScope(shield=True):
             figures = recordable_usage(usage).to_json()
             try:
