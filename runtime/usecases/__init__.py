@@ -8,7 +8,8 @@ who may act, what a status means, which filter applies before a limit — lives 
 Modules: principals and tokens (``_principals``); propose / confirm / pause / resume /
 cancel (``_definitions``) and their read models (``_definition_views``); trigger-now and
 review (``_manual``); history and reports (``_history``); a condition's poll timeline
-(``_polls``); supervisors, the tasks none of them can take and the outbox backlog
+(``_polls``); the report's spending shape every door shows (``_report_models``);
+supervisors, the tasks none of them can take and the outbox backlog
 (``_status``); deliveries and
 redelivery (``_deliveries``); webhook endpoints (``_webhooks``); notification
 preferences (``_preferences``); spec files (``_specfile``); replay over a historical
@@ -107,6 +108,8 @@ from ._replay import prune_replays as prune_replays
 from ._replay import remove_replay as remove_replay
 from ._replay import replay as replay
 from ._replay import replay_window as replay_window
+from ._report_models import ReportSpending as ReportSpending
+from ._report_models import UsageTotals as UsageTotals
 from ._specfile import load_data as load_data
 from ._specfile import load_registrations as load_registrations
 from ._specfile import load_spec as load_spec
@@ -127,6 +130,7 @@ from ._webhooks import remove_endpoint as remove_endpoint
 from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
+    "ReportSpending", "UsageTotals",
     "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
     "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
     "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from watchkeeper.runtime.usecases import ReportSpending
 from watchkeeper.triggers import ENDPOINT_NAME_PATTERN, IDENTIFIER_PATTERN
 
 __all__ = [
@@ -255,17 +256,7 @@ class HistoryPageOut(_Out):
     next_cursor: str | None
 
 
-class Usage(_Out):
-    """Spending: counts, and the cost in USD as a decimal string."""
-
-    model_requests: int
-    tool_attempts: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: str = Field(description="USD, a decimal string (exact).")
-
-
-class ReportOut(_Out):
+class ReportOut(ReportSpending, _Out):
     tenant_id: str
     task_id: int
     markdown: str
@@ -276,17 +267,6 @@ class ReportOut(_Out):
     verification: str
     finished_at: datetime
     committed_at: datetime
-    headline: str = Field(description="The report's one-line headline ('' when the agent "
-                          "gave none).")
-    model: str | None = Field(description="The model that wrote the report (null: an agent "
-                              "without a model).")
-    roots: int = Field(description="Root runs the task took (more than 1 only under "
-                       "continuation intents, up to limits.max_roots).")
-    runs: int = Field(description="Runs of the task: every attempt of every root.")
-    tool_calls: int = Field(description="Tool calls the task's runs made, refused ones "
-                            "included.")
-    usage: Usage = Field(description="What the task's runs spent in all, against its "
-                         "limits.max_model_requests, max_tool_attempts and max_cost_usd.")
 
 
 class PollOut(_Out):

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from watchkeeper.runtime.usecases import ReportSpending
+
 __all__ = [
     "Agreement", "AgreementList", "AgreementSummary", "ConfirmHint", "FieldProblem",
     "HistoryEntry", "HistoryEvent", "HistoryPage", "Poll", "PollList", "PreviewItem",
@@ -184,17 +186,7 @@ class HistoryPage(_Out):
                                                 "last page).")
 
 
-class Usage(_Out):
-    """Spending: counts, and the cost in USD as a decimal string."""
-
-    model_requests: int
-    tool_attempts: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: str = Field(description="USD, a decimal string (exact).")
-
-
-class Report(_Out):
+class Report(ReportSpending, _Out):
     """A committed report and its receipt."""
 
     markdown: str
@@ -205,17 +197,6 @@ class Report(_Out):
     verification: str
     finished_at: datetime
     committed_at: datetime
-    headline: str = Field(description="The report's one-line headline ('' when the agent "
-                          "gave none).")
-    model: str | None = Field(description="The model that wrote the report (null: an agent "
-                              "without a model).")
-    roots: int = Field(description="Root runs the task took (more than 1 only under "
-                       "continuation intents, up to limits.max_roots).")
-    runs: int = Field(description="Runs of the task: every attempt of every root.")
-    tool_calls: int = Field(description="Tool calls the task's runs made, refused ones "
-                            "included.")
-    usage: Usage = Field(description="What the task's runs spent in all, against its "
-                         "limits.max_model_requests, max_tool_attempts and max_cost_usd.")
 
 
 class TaskReport(_Out):
