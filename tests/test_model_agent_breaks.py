@@ -120,7 +120,8 @@ async def test_a_response_without_usage_keeps_its_reservation(
 
 async def test_a_stale_run_closed_during_a_takeover_keeps_its_spending(
         db: Database, tmp_path: Path) -> None:
-    """B's claim is two statements: tasks_take_over, then runs_mark_lease_lost. If A's
+    """B's claim was two statements: tasks_take_over, then runs_mark_lease_lost (one
+    statement since, so that window is gone; A's close path is still checked). If A's
     next charge is refused in between, execute()'s StaleLease handler closes A's run
     with Usage() (zero): run_finish still matches the 'running' row and overwrites the
     request A made. B's spent_before then misses it, and with max_model_requests 1
@@ -150,15 +151,13 @@ async def test_a_stale_run_closed_during_a_takeover_keeps_its_spending(
             tg.start_soon(go)
             await server.wait_for_requests(1)
             clock.advance(61)
-            # B's claim, first statement; A's answer arrives before the second
+            # B's claim; A's answer arrives after it, before B runs
             (taken,) = await db.fetch("tasks_take_over", clock.now(), 1, "B", 60.0, None,
                                       ["model"])
             release.set()
             with anyio.fail_after(10):
                 await done.wait()
         a_run = (await run_rows(db))[0]
-        await db.execute("runs_mark_lease_lost", taken["tenant_id"], taken["task_id"],
-                         clock.now())
         await b.execute(taken)
         made = len(server.received)
     assert a_run["usage"]["model_requests"] == 1, a_run["usage"]

@@ -189,7 +189,7 @@ async def test_a_stale_continuation_keeps_the_usage_its_run_reported(
     """Rule: the budget spans attempts and roots and is never refunded; a stale worker
     cannot continue. A's run (a command-like agent: its usage is known only when it
     returns) reports 1 model request and a continuation after B took the lease over
-    (tasks_take_over + runs_mark_lease_lost: A's run is 'lease_lost'). _continue's
+    (tasks_take_over marks A's run 'lease_lost'). _continue's
     task_continue is fenced (good), but the stale branch closes the run with
     _close_run -> run_finish, which matches only outcome = 'running': A's usage is
     never written (the _commit path's run_reject_stale accepts 'lease_lost' and does
@@ -201,7 +201,6 @@ async def test_a_stale_continuation_keeps_the_usage_its_run_reported(
     async def run(ctx: AgentContext) -> AgentResult:
         later = clock.now() + timedelta(seconds=600)
         (taken,) = await db.fetch("tasks_take_over", later, 1, "B", 60.0, None, ["py"])
-        await db.execute("runs_mark_lease_lost", taken["tenant_id"], taken["task_id"], later)
         return AgentResult("# part 1\n", usage=Usage(model_requests=1), continuation=GO_ON)
 
     worker = await admitted(db, clock, tmp_path, run,

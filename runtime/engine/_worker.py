@@ -222,12 +222,8 @@ class Worker:
         worker has (``self.agents``)."""
         now = self.clock.now()
         agents = self.agents.names()
-        async with self.db.transaction() as tx:  # the old run is marked in the same commit
-            rows = await tx.fetch("tasks_take_over", now, 1, self.worker_id, self.lease_seconds,
-                                  self.tenant_id, agents)
-            if rows:
-                await tx.execute("runs_mark_lease_lost", rows[0]["tenant_id"],
-                                 rows[0]["task_id"], now)
+        rows = await self.db.fetch("tasks_take_over", now, 1, self.worker_id, self.lease_seconds,
+                                   self.tenant_id, agents)  # (marks the old run lease_lost)
         if rows:
             self.takeovers += 1
             return rows[0]

@@ -429,7 +429,9 @@ RETURNING t.*;
 
 -- name: tasks_take_over
 -- Running tasks whose lease expired get a new owner and a newer fencing token; $6 as
--- in tasks_claim (only a worker that has the task's agent takes it over).
+-- in tasks_claim (only a worker that has the task's agent takes it over). The old run is
+-- marked lease_lost in the same statement: no moment
+-- where the task has a new token and the old run still reads 'running'.
 WITH c AS (
     SELECT tenant_id, task_id FROM tasks
     WHERE status = 'running' AND lease_expires_at < $1
@@ -438,13 +440,20 @@ WITH c AS (
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), taken AS (
+    UPDATE tasks t
+    SET lease_owner = $3, lease_token = nextval('lease_tokens'),
+        lease_expires_at = $1 + make_interval(secs => $4), attempts = t.attempts + 1
+    FROM c
+    WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
+    RETURNING t.*
+), lost AS (
+    UPDATE runs r SET outcome = 'lease_lost', finished_at = $1,
+           error = 'lease expired; taken over by a newer fencing token'
+    FROM taken
+    WHERE r.tenant_id = taken.tenant_id AND r.task_id = taken.task_id AND r.outcome = 'running'
 )
-UPDATE tasks t
-SET lease_owner = $3, lease_token = nextval('lease_tokens'),
-    lease_expires_at = $1 + make_interval(secs => $4), attempts = t.attempts + 1
-FROM c
-WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
-RETURNING t.*;
+SELECT * FROM taken;
 
 -- name: task_unclaimable_expired_lock
 -- The lateness rule for a task that waited for its agent: a first attempt (never
@@ -482,11 +491,6 @@ WHERE ((status = 'pending' AND not_before <= $1) OR (status = 'running' AND leas
   AND CASE WHEN $4::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $4 END
 ORDER BY waiting_since, tenant_id, task_id
 LIMIT $3;
-
--- name: runs_mark_lease_lost
-UPDATE runs SET outcome = 'lease_lost', finished_at = $3,
-       error = 'lease expired; taken over by a newer fencing token'
-WHERE tenant_id = $1 AND task_id = $2 AND outcome = 'running';
 
 -- name: effects_unfinished
 SELECT effect_key, status FROM effects
