@@ -30,7 +30,7 @@ import anyio
 from watchkeeper.triggers import Importance, format_utc
 
 from .._errors import BudgetExceeded
-from ._answer import COST_DECIMAL_PLACES, storable_problem
+from ._answer import COST_DECIMAL_PLACES, COST_STEP, storable_problem
 
 __all__ = [
     "AgentCatalog",
@@ -230,8 +230,6 @@ class RunJournal:
 
     model: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage_missing: int = 0
-    """Model responses that came without a ``usage`` block (their reservations stand)."""
 
 
 CONTINUATION_TEXT_LIMIT = 20_000
@@ -368,7 +366,6 @@ PostgreSQL's ``bigint``."""
 MAX_COST_USD = Decimal(10) ** 15
 """The largest cost (USD) a run may record; far above any run, far within ``numeric``."""
 
-_COST_STEP = Decimal(1).scaleb(-COST_DECIMAL_PLACES)
 
 
 def result_problems(result: Any) -> list[str]:
@@ -429,7 +426,7 @@ def recordable_usage(usage: Usage) -> Usage:
     counts = {name: min(value, BIGINT_MAX) for name, value in _counts(usage)}
     cost = usage.cost_usd
     if _places(cost) > COST_DECIMAL_PLACES:
-        cost = cost.quantize(_COST_STEP, rounding=ROUND_CEILING)
+        cost = cost.quantize(COST_STEP, rounding=ROUND_CEILING)
     return replace(usage, cost_usd=min(cost, MAX_COST_USD), **counts)
 
 

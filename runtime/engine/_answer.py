@@ -37,7 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from watchkeeper.triggers import Importance
 
-__all__ = ["COST_DECIMAL_PLACES", "MAX_COUNT", "Answer", "AnswerContinuation", "AnswerInvalid",
+__all__ = ["COST_DECIMAL_PLACES", "COST_STEP", "MAX_COUNT", "Answer", "AnswerContinuation", "AnswerInvalid",
            "AnswerUsage", "parse_answer", "storable", "storable_problem"]
 
 MAX_COUNT = 10**12
@@ -48,6 +48,9 @@ COST_DECIMAL_PLACES = 18
 """Digits a cost may have after the decimal point: finer than any price, and far within
 PostgreSQL's ``numeric`` (16,383 digits after the point), which the run budget's sums
 cast every recorded cost to."""
+
+COST_STEP = Decimal(1).scaleb(-COST_DECIMAL_PLACES)
+"""The smallest recordable cost (USD): a cost is rounded up to a multiple of it."""
 
 _SHOWN = 60
 """Characters of a refused value quoted in a problem (a report may be megabytes)."""

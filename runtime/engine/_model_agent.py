@@ -39,6 +39,7 @@ module only puts the run's rules around it:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import ssl
 from collections.abc import Callable, Mapping
@@ -66,14 +67,15 @@ from watchkeeper.triggers import Importance, ModelAgentParams, format_utc
 
 from .._errors import AgentError, WatchkeeperError
 from ._agents import AgentContext, AgentResult, Continuation
-from ._answer import COST_DECIMAL_PLACES, AnswerContinuation, storable
+from ._answer import COST_STEP, AnswerContinuation, storable
 from ._clock import Clock, SystemClock
 from ._tools import READ_TOOL, ToolRefused
 
 __all__ = ["ModelAgent", "ModelAnswer", "ModelEndpoint", "ModelRequestTimeout",
            "request_cost", "reservation_usd"]
 
-_COST_STEP = Decimal(1).scaleb(-COST_DECIMAL_PLACES)
+log = logging.getLogger("watchkeeper.model_agent")
+
 _THOUSAND = Decimal(1000)
 _MESSAGE_OVERHEAD_TOKENS = 16
 """Tokens a chat template may add around each message (role markers), in the reservation."""
@@ -137,7 +139,7 @@ def request_cost(params: ModelAgentParams, input_tokens: int, output_tokens: int
     """USD of a request at the definition's prices, rounded up to the recorded places."""
     cost = (Decimal(input_tokens) * params.input_usd_per_1k
             + Decimal(output_tokens) * params.output_usd_per_1k) / _THOUSAND
-    return cost.quantize(_COST_STEP, rounding=ROUND_CEILING)
+    return cost.quantize(COST_STEP, rounding=ROUND_CEILING)
 
 
 def reservation_usd(params: ModelAgentParams, request_bytes: int, messages: int) -> Decimal:
@@ -219,7 +221,8 @@ class _BudgetedModel(WrapperModel):
         if usage.input_tokens == 0:
             # no usage block (some servers omit it; a prompt is never 0 tokens): the
             # cost is unknown, so the reservation stands as what it cost
-            self.ctx.journal.usage_missing += 1
+            log.warning("task %s/%s: the model's response has no usage; its reservation of "
+                        "%s USD stands as its cost", self.ctx.tenant_id, self.ctx.task_id, reserved)
             await self.ctx.budget.true_up(reserved_usd=reserved, cost_usd=reserved,
                                           output_tokens=usage.output_tokens)
             return response
@@ -271,7 +274,7 @@ class ModelAgent:
                                  for e in exc.errors())
             raise AgentError(f"the model agent's params are invalid: {problems}. Fix: correct "
                              "them in a new revision of the definition", retryable=False) from exc
-        clock: Clock = getattr(ctx, "clock", None) or SystemClock()
+        clock: Clock = ctx.clock or SystemClock()
         transport = AsyncHTTPX2TenacityTransport(
             RetryConfig(retry=retry_if_exception(_is_retryable),
                         wait=wait_retry_after(wait_random_exponential(multiplier=1, max=30),

@@ -96,7 +96,7 @@ from ._agents import (
     result_problems,
     usage_problems,
 )
-from ._answer import COST_DECIMAL_PLACES
+from ._answer import COST_STEP
 from ._clock import Clock
 from ._effects import EffectGate
 from ._fleet import offered_agents, supervisor_states
@@ -594,7 +594,7 @@ class Worker:
         elif task["deadline_at"] is not None and now >= task["deadline_at"]:
             refusal = "the task deadline has passed"
         elif not ctx.budget.would_fit(model_requests=1) or not ctx.budget.would_fit(
-                cost_usd=Decimal(1).scaleb(-COST_DECIMAL_PLACES)):
+                cost_usd=COST_STEP):
             refusal = ("the task's budget is spent (limits.max_model_requests or max_cost_usd): "
                        "a further root could not make a model request")
         else:
