@@ -18,7 +18,11 @@ variable                        meaning                                  default
 ``WATCHKEEPER_CLOCK_SKEW_BUDGET`` max offset to PostgreSQL's clock, s    2
 ``WATCHKEEPER_LEASE_SECONDS``   task lease length, seconds               60
 ``WATCHKEEPER_WORKERS``         worker loops per supervisor              2
-``WATCHKEEPER_TICK_SECONDS``    seconds between ticks                    1
+``WATCHKEEPER_TICK_SECONDS``    at most this many seconds between ticks  1
+                                (a tick also runs at each due instant)
+``WATCHKEEPER_LISTEN``          wake on PostgreSQL notifications         true
+                                (LISTEN/NOTIFY); off: due instants and
+                                the tick period only
 ``WATCHKEEPER_DELIVERY_MAX_ATTEMPTS`` attempts before a notice is dead   8
 ``WATCHKEEPER_DELIVERY_MAX_AGE`` seconds after the commit a notice may   86400
                                 still be retried
@@ -68,6 +72,7 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(default=60.0, gt=0)
     workers: int = Field(default=2, ge=1, le=64)
     tick_seconds: float = Field(default=1.0, gt=0)
+    listen: bool = True
     delivery_max_attempts: int = Field(default=8, ge=1, le=100)
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)

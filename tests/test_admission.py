@@ -248,7 +248,7 @@ async def test_reconfirm_during_a_tick_is_fenced_out(db: Database) -> None:
     spec = {"trigger": {"type": "cron", "expr": "0 9 * * *", "zone": "Europe/Paris"}}
     me = await confirmed(db, clock, spec)
     clock.set_wall(utc("2026-06-01T07:00:00.5Z"))  # 09:00 Paris
-    due, _ = await read_due(db, clock.now(), 100)
+    due, _ = await read_due(db, clock.now(), 100, origin="user")
     plans = await plan_tick(due, clock.now(), Registry())
     clock.advance(0.5)
     edited = parse_spec({"version": 1, **spec, "instructions": "now with more care"})
@@ -320,7 +320,7 @@ async def test_planned_twice_admitted_once(db_dsn: str) -> None:
             await confirmed(a, clock, {"trigger": {"type": "interval", "every": 60}},
                             definition_id=f"d{index}", principal=me)
         clock.set_wall(utc("2026-06-01T00:01:00Z"))
-        plans = [await plan_tick((await read_due(db, clock.now(), 100))[0], clock.now(),
+        plans = [await plan_tick((await read_due(db, clock.now(), 100, origin="user"))[0], clock.now(),
                                  Registry()) for db in (a, b)]
         results = []
 

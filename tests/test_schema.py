@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +26,7 @@ from watchkeeper.runtime.engine._scheduler import tick
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store import _db, _legacy
 from watchkeeper.runtime.store._db import Database, check_schema, migration_lock_key, migrations
+from watchkeeper.triggers import format_utc, parse_spec
 
 pytestmark = pytest.mark.anyio
 
@@ -117,16 +119,45 @@ async def one_report(db: Database, clock: FakeClock, tmp_path: Path, **kw: Any) 
 
 async def first_release_report(db: Database, clock: FakeClock) -> int:
     """:func:`one_report` on a first-release install (0001-0003), whose tables lack later
-    migrations' columns that the current worker writes: the task is admitted by the
-    current tick, then claimed, run and reported in SQL as the first release's worker
-    wrote them. Returns the task id."""
-    await confirmed(db, clock, hourly(clock))
+    migrations' columns that the current code writes: the definition, its first
+    occurrence and task are written in SQL as the first release's propose, confirm and
+    tick wrote them (a revision without the compiled spec a later migration adds), then
+    claimed, run and reported in SQL as its worker wrote them. Returns the task id."""
+    spec = parse_spec({"version": 1, **hourly(clock)})
+    anchor = clock.now()
     clock.advance(1)
-    assert (await tick(db, clock)).admitted == 1
     now = clock.now()
+    await db.pool.execute(
+        "INSERT INTO tenants VALUES ('acme', $1); INSERT INTO users (tenant_id, user_id, "
+        "created_at) VALUES ('acme', 'alice', $1)".replace("$1", f"'{now.isoformat()}'"))
+    await db.pool.execute(
+        "INSERT INTO definitions (tenant_id, definition_id, origin, owner_user_id, status, fence,"
+        " latest_revision, effective_revision, effective_since, cursor_at, slots_seen,"
+        " next_due_at, created_at, updated_at) VALUES ('acme', 'd1', 'user', 'alice', 'active',"
+        " 1, 1, 1, $1, $2, 1, $3, $1, $1)", now, anchor, anchor + timedelta(hours=1))
+    await db.pool.execute(
+        "INSERT INTO definition_revisions (tenant_id, definition_id, revision, spec, spec_hash,"
+        " status, proposed_by, proposed_at, confirmed_by, confirmed_at) VALUES ('acme', 'd1',"
+        " 1, $1, $2, 'confirmed', 'agent:test', $3, 'user:acme/alice', $3)",
+        spec.to_json(), spec.spec_hash, now)
+    slot = format_utc(anchor)
+    await db.pool.execute(
+        "INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind,"
+        " definition_tenant_id, revision, scheduled_for, not_before, expires_at, zone,"
+        " local_wall, tzdata_version, decision, reason, decided_at, decided_by) VALUES ('acme',"
+        " 'd1', 'owner', $1, 'scheduled', 'acme', 1, $2, $2, $3, 'UTC', $4, 'x', 'admitted',"
+        " 'due within grace', $5, 'tick')", slot, anchor, anchor + timedelta(minutes=10),
+        anchor.replace(tzinfo=None), now)
+    params = {"schedule": {"definition_id": "d1", "revision": 1, "slot": slot,
+                           "kind": "scheduled", "scheduled_for": slot}}
     task_id = await db.pool.fetchval(
-        "UPDATE tasks SET status = 'completed', lease_token = nextval('lease_tokens'), "
-        "attempts = 1, started_at = $1, finished_at = $1 RETURNING task_id", now)
+        "INSERT INTO tasks (tenant_id, definition_tenant_id, definition_id, binding_id, slot,"
+        " kind, revision, owner_user_id, agent, params, status, late_policy, scheduled_for,"
+        " not_before, expires_at, deadline_seconds, max_attempts, admitted_at, lease_token,"
+        " attempts, started_at, finished_at) VALUES ('acme', 'acme', 'd1', 'owner', $1,"
+        " 'scheduled', 1, 'alice', 'digest', $2, 'completed', 'skip_expired', $3, $3, $4, 600,"
+        " 3, $5, nextval('lease_tokens'), 1, $5, $5) RETURNING task_id",
+        slot, params, anchor, anchor + timedelta(minutes=10), now)
     run_id = await db.pool.fetchval(
         "INSERT INTO runs (tenant_id, task_id, attempt, lease_token, worker, started_at, "
         "finished_at, outcome) SELECT tenant_id, task_id, 1, lease_token, 'w', $1, $1, "
@@ -136,7 +167,7 @@ async def first_release_report(db: Database, clock: FakeClock) -> int:
         "content_sha256, output_ref, verified, verification, finished_at, committed_at) "
         "VALUES ('acme', $1, $2, '# r', 'normal', 'x', 'report:acme/1', true, 'ok', $3, $3)",
         task_id, run_id, now)
-    return task_id
+    return int(task_id)
 
 
 def ours() -> set[tuple[str, str]]:

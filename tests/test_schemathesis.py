@@ -48,6 +48,7 @@ async def served(db: Database, db_dsn: str, tmp_path: Path) -> AsyncIterator[str
                 await process.wait()
 
 
+@pytest.mark.timeout(400)  # two schemathesis runs of about 70 s each on 2 busy cores
 async def test_schemathesis_finds_no_failure(db: Database, served: str, tmp_path: Path) -> None:
     """Every operation, fuzzed as the operator and as the owning user: schemathesis
     reports no failure and tests every operation."""

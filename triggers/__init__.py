@@ -28,6 +28,10 @@ from ._calendar import DueWindow as DueWindow
 from ._calendar import IntervalSchedule as IntervalSchedule
 from ._calendar import SlotRange as SlotRange
 from ._calendar import due_window as due_window
+from ._compiled import COMPILED_VERSION as COMPILED_VERSION
+from ._compiled import CompiledSpec as CompiledSpec
+from ._compiled import compile_spec as compile_spec
+from ._compiled import user_payload as user_payload
 from ._conditions import MAX_DEPTH as MAX_DEPTH
 from ._conditions import MAX_LEAVES as MAX_LEAVES
 from ._conditions import AllOf as AllOf
@@ -141,5 +145,6 @@ __all__ = [
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
     "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
-    "define_units", "refuse_unstorable", "MAX_UNITS_TEXT",
+    "define_units", "refuse_unstorable", "MAX_UNITS_TEXT", "COMPILED_VERSION", "CompiledSpec",
+    "compile_spec", "user_payload",
 ]

@@ -1,8 +1,10 @@
 """Cron schedules in an IANA zone, with the DST rule of DESIGN "Calendar triggers".
 
-croniter enumerates the *local wall times* that match the expression (it is given
-naive wall times of the definition's zone, so it does pure calendar arithmetic and
-none of its own DST handling); this module maps each wall time to instants:
+croniter parses and expands the expression once (validation); the expanded fields
+are kept as bit masks and the *local wall times* that match are enumerated from them
+(:meth:`CronExpression.walls_from`: pure calendar arithmetic on naive wall times of the
+definition's zone, no DST handling of its own; tests/test_cron_masks.py checks it
+against croniter's own stepping). This module maps each wall time to instants:
 
 * fixed-time expressions (neither the minute nor the hour field starts with ``*``):
   a nonexistent wall time is skipped (``skipped_dst_gap``) or, with
@@ -28,7 +30,7 @@ import re
 import zoneinfo
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 from croniter import CroniterBadCronError, CroniterError, croniter
@@ -58,11 +60,17 @@ class CronExpression:
         fixed_time: True when neither the minute nor the hour field starts with ``*``.
         day_or: True when day-of-month and day-of-week are both restricted (neither
             starts with ``*``), which means OR, as in Vixie cron; otherwise AND.
+        masks: the expanded fields as bit masks (bit ``n`` set when value ``n``
+            matches): minute (0-59), hour (0-23), day of month (1-31), month (1-12),
+            day of week (0-6, Sunday 0). Expanded once, by croniter, when the text is
+            parsed; stepping through matching wall times is bit arithmetic on them
+            (:meth:`walls_from`), with no parsing on the hot path.
     """
 
     text: str
     fixed_time: bool
     day_or: bool
+    masks: tuple[int, int, int, int, int]
 
     @classmethod
     def parse(cls, text: str, field: str = _FIELD) -> CronExpression:
@@ -97,12 +105,86 @@ class CronExpression:
         day_or = not (fields[2].startswith("*") or fields[4].startswith("*"))
         _require_some_day(expanded, day_or, text, field)
         fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
-        return cls(normal, fixed, day_or)
+        return cls(normal, fixed, day_or, _masks(expanded))
 
     def matches(self, wall: datetime) -> bool:
         """Whether the naive local wall time ``wall`` (seconds ignored) matches."""
-        return bool(croniter.match(self.text, wall.replace(second=0, microsecond=0),
-                                   day_or=self.day_or))
+        minutes, hours = self.masks[0], self.masks[1]
+        return bool((minutes >> wall.minute) & (hours >> wall.hour) & 1) and self._day(wall)
+
+    def _day(self, day: date | datetime) -> bool:
+        _, _, doms, months, dows = self.masks
+        if not (months >> day.month) & 1:
+            return False
+        dom = (doms >> day.day) & 1
+        dow = (dows >> _CRON_WEEKDAY[day.weekday()]) & 1
+        return bool(dom | dow if self.day_or else dom & dow)
+
+    def walls_from(self, start: datetime) -> Iterator[datetime]:
+        """Matching naive wall times at or after the naive ``start`` (minute resolution:
+        a ``start`` with seconds begins at the next minute), increasing, up to the last
+        day :class:`datetime` can hold. Pure calendar arithmetic: no zone, no DST."""
+        if start.second or start.microsecond:
+            start = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        minutes, hours = self.masks[0], self.masks[1]
+        day, hour, minute = start.date(), start.hour, start.minute
+        while True:
+            if self._day(day):
+                h = _next_bit(hours, hour)
+                while h >= 0:
+                    m = _next_bit(minutes, minute if h == hour else 0)
+                    while m >= 0:
+                        yield datetime(day.year, day.month, day.day, h, m)  # noqa: DTZ001 - a wall time
+                        m = _next_bit(minutes, m + 1)
+                    h = _next_bit(hours, h + 1)
+            if day == date.max:
+                return
+            day, hour, minute = self._next_day(day + _ONE_DAY), 0, 0
+            if day is None:
+                return
+
+    def _next_day(self, day: date) -> date | None:
+        """The first day at or after ``day`` in a month of the expression (``None``
+        past :attr:`date.max`): whole months without a match are skipped at once."""
+        months = self.masks[3]
+        year, month = day.year, day.month
+        if (months >> month) & 1:
+            return day
+        while True:
+            month += 1
+            if month > 12:
+                year, month = year + 1, 1
+                if year > date.max.year:
+                    return None
+            if (months >> month) & 1:
+                return date(year, month, 1)
+
+
+_ONE_DAY = timedelta(days=1)
+_CRON_WEEKDAY = (1, 2, 3, 4, 5, 6, 0)
+"""Python's ``date.weekday()`` (Monday 0) -> cron's day of week (Sunday 0)."""
+_FULL = {0: (0, 59), 1: (0, 23), 2: (1, 31), 3: (1, 12), 4: (0, 6)}
+
+
+def _masks(expanded: list[list[object]]) -> tuple[int, int, int, int, int]:
+    """croniter's expanded fields (lists of ints, or ``['*']``) as bit masks."""
+    masks = []
+    for index, values in enumerate(expanded[:5]):
+        low, high = _FULL[index]
+        numbers = range(low, high + 1) if values == ["*"] else [int(str(v)) for v in values]
+        mask = 0
+        for number in numbers:
+            mask |= 1 << (0 if index == 4 and number == 7 else number)
+        masks.append(mask)
+    return masks[0], masks[1], masks[2], masks[3], masks[4]
+
+
+def _next_bit(mask: int, start: int) -> int:
+    """The smallest set bit of ``mask`` at or above ``start``, or -1."""
+    rest = mask >> start
+    if not rest:
+        return -1
+    return start + (rest & -rest).bit_length() - 1
 
 
 _RANGES_FIX = (
@@ -323,16 +405,11 @@ def _walls_from(expr: CronExpression, start: datetime) -> Iterator[datetime]:
     """Matching naive wall times at or after ``start`` (minute resolution), increasing.
 
     Raises:
-        NonAdvancingScheduleError: croniter returned a wall time not after the last.
+        NonAdvancingScheduleError: the enumeration returned a wall time not after the last.
     """
-    base = start.replace(second=0, microsecond=0) - timedelta(minutes=1)
-    if start.second or start.microsecond:
-        base += timedelta(minutes=1)
-    iterator = croniter(expr.text, base, day_or=expr.day_or, max_years_between_matches=100)
-    previous = base
-    while True:
-        wall = iterator.get_next(datetime)
-        if wall <= previous:
+    previous: datetime | None = None
+    for wall in expr.walls_from(start):
+        if previous is not None and wall <= previous:
             raise NonAdvancingScheduleError(
                 f"cron {expr.text!r} returned {wall.isoformat()} after {previous.isoformat()}"
             )

@@ -72,5 +72,5 @@ def utc_slot_key(instant: datetime) -> str:
 
 def cron_slot_key(wall: datetime, zone: str, fold: int) -> str:
     """Slot key of a cron occurrence: civil wall time, zone, and fold."""
-    key = f"{wall:%Y-%m-%dT%H:%M}[{zone}]"
+    key = f"{wall.isoformat(timespec='minutes')}[{zone}]"  # = %Y-%m-%dT%H:%M from year 1000
     return key + "#fold1" if fold else key

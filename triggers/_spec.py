@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
 
 from ._agent_params import MODEL_AGENT, RESERVED_PARAM_KEYS, ModelAgentParams
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
+from ._compiled import CompiledSpec, compile_spec
 from ._conditions import Predicate, check_bounds
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
@@ -621,6 +622,11 @@ class SpecV1(_Model):
         """
         remaining = None if self.ends.after is None else max(self.ends.after - slots_seen, 0)
         return due_window(self.calendar(), cursor, now, until=self.ends.until, remaining=remaining)
+
+    @functools.cached_property
+    def compiled(self) -> CompiledSpec:
+        """What the tick needs of this spec (:mod:`triggers._compiled`)."""
+        return compile_spec(self)
 
     @property
     def zone(self) -> str:

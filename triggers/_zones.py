@@ -303,6 +303,12 @@ def classify_wall(wall: datetime, zone: zoneinfo.ZoneInfo) -> WallTime:
     """
     if wall.tzinfo is not None:
         raise ValueError("classify_wall takes a naive local wall time")
+    early, late = wall.replace(tzinfo=zone), wall.replace(tzinfo=zone, fold=1)
+    offset = early.utcoffset()
+    if offset == late.utcoffset() and offset is not None:
+        # PEP 495: both folds read alike away from a transition (in a gap or a fold
+        # they read with the offsets before and after it), so one instant has it
+        return WallTime(wall, WallKind.UNIQUE, ((wall - offset).replace(tzinfo=UTC),))
     first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
     second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
     first_ok = _local(first, zone) == wall

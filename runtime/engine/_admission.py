@@ -1,12 +1,16 @@
 """Tick, phase 2: one short, set-based admission transaction per batch of plans.
 
-In one transaction (no network I/O inside): lock the planned definitions
-(``SKIP LOCKED``: another replica's rows are left to it), discard plans whose fence
-changed (recorded ``fenced_out``), read overrun and budget state, decide each
-candidate with the pure :func:`triggers.decide_admission`, claim the occurrences
-(``INSERT ... ON CONFLICT DO NOTHING`` on the key: the primary key is the
-at-most-once mechanism), insert tasks for the claimed admissions, consume budgets,
-record ranges, and advance each definition's cursor and ``next_due_at``.
+In one transaction (no network I/O inside): hold the planned definitions' row locks
+(``SKIP LOCKED``: another replica's rows are left to it) — taken by the read itself
+for user-confirmed definitions (:func:`admit_due`: they are planned inside the
+transaction), or taken now and rechecked for plans computed outside it (:func:`admit`:
+a plan whose fence changed is discarded and recorded ``fenced_out``) — read overrun
+state (only for a definition with a task still going) and budget state, decide each
+candidate with the pure :func:`triggers.decide_admission`, then one statement
+(``admission_write``) claims the occurrences (``INSERT ... ON CONFLICT DO NOTHING`` on
+the key: the primary key is the at-most-once mechanism), inserts the tasks of the
+claimed admissions and advances each definition's cursor and ``next_due_at``; budgets,
+cancellations and ranges follow only when there are any.
 
 If the COMMIT acknowledgement is lost, the outcome is read back by key
 (:func:`_recover`); nothing is retried under a new identity.
@@ -38,10 +42,11 @@ from watchkeeper.triggers import (
 
 from .._errors import CommitOutcomeUnknown
 from ..store._db import Connection, Database, JsonText
-from ._tick import Candidate, Plan, delivery_json
+from ._registry import Registry
+from ._tick import Candidate, DueKey, Owner, Plan, delivery_json, lock_due, plan_tick
 
-__all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "budget_states", "insert_tasks",
-           "task_row", "trusted_schedule"]
+__all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "admit_due", "apply_plans",
+           "budget_states", "insert_tasks", "task_row", "trusted_schedule"]
 
 log = logging.getLogger("watchkeeper.admission")
 
@@ -97,7 +102,8 @@ class TickReport:
 
 async def admit(db: Database, plans: Sequence[Plan], now: datetime, actor: str, *,
                 wait: bool = False) -> TickReport:
-    """Apply ``plans`` in one transaction; return what happened.
+    """Lock the planned definitions, recheck the fence and cursor each plan was computed
+    under, and apply the plans that still hold, in one transaction; return what happened.
 
     Args:
         wait: wait for row locks instead of skipping rows another replica holds
@@ -109,10 +115,13 @@ async def admit(db: Database, plans: Sequence[Plan], now: datetime, actor: str, 
     report = TickReport(planned=len(plans))
     if not plans:
         return report
-    writes: _Writes | None = None
+    writes: list[Plan] = []
     try:
         async with db.transaction() as tx:
-            writes = await _apply(tx, plans, now, actor, report, wait)
+            await tx.execute("admission_planner")
+            kept, fenced = await _lock(tx, plans, report, wait)
+            writes = kept
+            await apply_plans(tx, kept, fenced, now, actor, report)
     except CommitOutcomeUnknown as lost:
         log.warning("COMMIT acknowledgement lost for a tick batch; settling, then reading back")
         await db.settle(lost)
@@ -120,22 +129,42 @@ async def admit(db: Database, plans: Sequence[Plan], now: datetime, actor: str, 
     return report
 
 
-@dataclass
-class _Writes:
-    kept: list[Plan]
+async def admit_due(db: Database, now: datetime, limit: int, after: DueKey, actor: str,
+                    registry: Registry) -> tuple[TickReport, DueKey | None]:
+    """Phase A of a tick: in one transaction, lock up to ``limit`` due user-confirmed
+    definitions after ``after`` (:func:`lock_due`), plan them under those locks and apply
+    the plans; return what happened and the keyset position to continue from (``None``
+    after the last page).
+
+    Raises:
+        DatabaseUnavailable: the connection failed before COMMIT (nothing committed).
+    """
+    report = TickReport()
+    plans: list[Plan] = []
+    position: DueKey | None = None
+    try:
+        async with db.transaction() as tx:
+            await tx.execute("admission_planner")
+            due, position = await lock_due(tx, now, limit, after)
+            plans = await plan_tick(due, now, registry)
+            report.planned = len(plans)
+            await apply_plans(tx, plans, (), now, actor, report)
+    except CommitOutcomeUnknown as lost:
+        log.warning("COMMIT acknowledgement lost for a tick batch; settling, then reading back")
+        await db.settle(lost)
+        return await _recover(db, plans, report, actor, now), position
+    return report, position
 
 
-async def _apply(tx: Connection, plans: Sequence[Plan], now: datetime, actor: str,
-                 report: TickReport, wait: bool) -> _Writes:
-    await tx.execute("admission_planner")
-    kept, fenced = await _lock(tx, plans, report, wait)
+async def apply_plans(tx: Connection, kept: Sequence[Plan], fenced: Sequence[Plan],
+                      now: datetime, actor: str, report: TickReport) -> None:
+    """Decide and write ``kept`` (plans whose definitions ``tx`` holds locked, under the
+    fence and cursor they were computed with) and record ``fenced`` as fenced out."""
     kept = await _require_real_owners(tx, kept)
-    verdicts = await _decide(tx, kept, now)
-    claimed = await _claim(tx, kept, verdicts, now, actor)
-    await _insert_tasks(tx, kept, verdicts, claimed, now, report)
+    verdicts = await _decide(tx, kept)
+    claimed = await _write(tx, kept, verdicts, now, actor)
+    await _after_claims(tx, claimed, verdicts, now, report)
     await _record_events(tx, kept, fenced, now, actor, report)
-    await _advance(tx, kept, now)
-    return _Writes(kept)
 
 
 async def _lock(tx: Connection, plans: Sequence[Plan], report: TickReport,
@@ -161,11 +190,11 @@ async def _lock(tx: Connection, plans: Sequence[Plan], report: TickReport,
 _Key = tuple[str, str, str]
 
 
-async def _require_real_owners(tx: Connection, plans: list[Plan]) -> list[Plan]:
+async def _require_real_owners(tx: Connection, plans: Sequence[Plan]) -> Sequence[Plan]:
     """Operator bindings must name real users (no synthetic actor, seed 001): a plan
     with an unknown owner claims nothing and records why."""
     wanted = {(c.tenant_id, c.binding.owner_user_id) for p in plans if p.due.origin == "operator"
-              for c in p.candidates if c.binding is not None}
+              for c in p.candidates if isinstance(c.binding, Binding)}
     if not wanted:
         return plans
     pairs = sorted(wanted)
@@ -176,7 +205,7 @@ async def _require_real_owners(tx: Connection, plans: list[Plan]) -> list[Plan]:
     out = []
     for plan in plans:
         unknown = sorted({(c.tenant_id, c.binding.owner_user_id) for c in plan.candidates
-                          if c.binding is not None} & missing)
+                          if isinstance(c.binding, Binding)} & missing)
         if unknown:
             names = ", ".join(f"{t}/{u}" for t, u in unknown)
             plan = replace(plan, candidates=(), bindings_error=f"owner user(s) {names} do not exist")
@@ -184,19 +213,29 @@ async def _require_real_owners(tx: Connection, plans: list[Plan]) -> list[Plan]:
     return out
 
 
-async def _decide(tx: Connection, plans: Sequence[Plan], now: datetime
-                  ) -> dict[tuple[str, str, str], tuple[AdmissionVerdict, Any]]:
-    """Final verdict per (tenant, definition, binding) candidate, with its budget period."""
-    wanted = [(p, c) for p in plans for c in p.candidates if c.lateness.decision is Decision.ADMITTED]
-    active = await active_tasks(tx, wanted)
+Verdicts = list[tuple[Plan, Candidate, AdmissionVerdict, Any]]
+"""Each candidate with its plan, final verdict and budget period (or ``None``), in plan
+order: the order of the rows of ``admission_write``."""
+
+
+async def _decide(tx: Connection, plans: Sequence[Plan]) -> Verdicts:
+    """Final verdict per candidate: lateness, then overrun (the active tasks are read only
+    for a definition that may have one), then the task budget."""
+    wanted = [(p, c) for p in plans for c in p.candidates
+              if c.lateness.decision is Decision.ADMITTED]
+    active = await active_tasks(tx, [(p, c) for p, c in wanted if p.due.busy is not False])
     budgets, periods = await budget_states(tx, wanted)
-    verdicts = {}
+    verdicts: Verdicts = []
     for plan, cand in plans_candidates(plans):
         key = (cand.tenant_id, plan.due.definition_id, cand.binding_id)
-        verdict = decide_admission(cand.lateness, plan.due.spec.overrun, active.get(key, []),
-                                   budgets.get(key), bypass_overrun=plan.manual)
-        verdicts[key] = (verdict, periods.get(key))
+        verdict = decide_admission(cand.lateness, plan.due.compiled.overrun,
+                                   active.get(key, _NONE), budgets.get(key),
+                                   bypass_overrun=plan.manual)
+        verdicts.append((plan, cand, verdict, periods.get(key)))
     return verdicts
+
+
+_NONE: list[ActiveTask] = []
 
 
 def plans_candidates(plans: Sequence[Plan]) -> list[tuple[Plan, Candidate]]:
@@ -205,6 +244,8 @@ def plans_candidates(plans: Sequence[Plan]) -> list[tuple[Plan, Candidate]]:
 
 
 async def active_tasks(tx: Connection, wanted: list[tuple[Plan, Candidate]]) -> dict[_Key, list[ActiveTask]]:
+    """The tasks that have not ended of each wanted (tenant, definition, binding), share-
+    locked so none can end (and miss releasing one held behind it) meanwhile."""
     if not wanted:
         return {}
     rows = await tx.fetch("tasks_active_for", [c.tenant_id for _, c in wanted],
@@ -218,15 +259,17 @@ async def active_tasks(tx: Connection, wanted: list[tuple[Plan, Candidate]]) -> 
 
 async def budget_states(tx: Connection, wanted: list[tuple[Plan, Candidate]]
                    ) -> tuple[dict[_Key, BudgetState], dict[_Key, tuple[datetime, datetime, int]]]:
+    """The task budget of each wanted candidate whose spec has one, and the accounting
+    period (start, end, limit) its admission would be charged to."""
     periods: dict[_Key, tuple[datetime, datetime, int]] = {}
     for plan, cand in wanted:
-        limits = plan.due.spec.limits
-        if limits.max_tasks_per_period is None:
+        compiled = plan.due.compiled
+        if compiled.task_limit is None:
             continue
-        zone = load_zone(plan.due.spec.zone)
-        start, end = budget_period(cand.slot.scheduled_for, limits.period, zone)
+        zone = load_zone(compiled.zone)
+        start, end = budget_period(cand.slot.scheduled_for, compiled.period, zone)
         periods[(cand.tenant_id, plan.due.definition_id, cand.binding_id)] = (
-            start, end, limits.max_tasks_per_period)
+            start, end, compiled.task_limit)
     if not periods:
         return {}, periods
     keys = list(periods)
@@ -240,39 +283,72 @@ async def budget_states(tx: Connection, wanted: list[tuple[Plan, Candidate]]
     return budgets, periods
 
 
-async def _claim(tx: Connection, plans: Sequence[Plan],
-                 verdicts: dict[_Key, tuple[AdmissionVerdict, Any]], now: datetime,
-                 actor: str) -> set[_Key]:
-    pairs = plans_candidates(plans)
-    if not pairs:
-        return set()
-    staged = []
-    for plan, cand in pairs:
-        verdict, _ = verdicts[(cand.tenant_id, plan.due.definition_id, cand.binding_id)]
-        runs = cand.binding is None and verdict.decision is Decision.ADMITTED
-        stale_after = float((plan.due.registration or {}).get("stale_claim_after", 120))
-        slot = cand.slot
-        staged.append((
-            cand.tenant_id, plan.due.definition_id, cand.binding_id, slot.key, cand.kind,
-            plan.due.tenant_id, plan.due.revision, slot.scheduled_for, cand.timing.not_before,
-            cand.timing.expires_at, slot.zone, slot.wall, slot.fold, verdict.decision.value,
-            verdict.reason, verdict.late, cand.lateness.lateness.total_seconds(),
-            "running" if runs else None, now + timedelta(seconds=stale_after) if runs else None,
-        ))
-    await tx.stage("wk_stage_occurrences", OCCURRENCE_COLUMNS, staged)
-    rows = await tx.fetch("occurrences_claim", tzdata_version(), now, actor)
-    return {(r["tenant_id"], r["definition_id"], r["binding_id"]) for r in rows}
+async def _write(tx: Connection, plans: Sequence[Plan], verdicts: Verdicts, now: datetime,
+                 actor: str) -> list[int]:
+    """``admission_write``: claim, insert tasks, advance; the indexes (0-based, into
+    ``verdicts``) of the claimed occurrences."""
+    moving = [p for p in plans if not p.manual]
+    if not verdicts and not moving:
+        return []
+    columns: list[list[Any]] = [[] for _ in range(27)]
+    for plan, cand, verdict, _ in verdicts:
+        for column, value in zip(columns, _write_row(plan, cand, verdict, now), strict=True):
+            column.append(value)
+    advance = [
+        [p.due.tenant_id for p in moving], [p.due.definition_id for p in moving],
+        [p.new_cursor for p in moving], [p.due.slots_seen + p.window.count for p in moving],
+        [None if p.failure else p.next_due_at for p in moving],
+        ["failed" if p.failure else "completed" if p.window.ended else "active" for p in moving],
+    ]
+    claimed = await tx.fetchval("admission_write", *columns, tzdata_version(), now, actor,
+                                *advance)
+    return [n - 1 for n in claimed]
 
 
-async def _insert_tasks(tx: Connection, plans: Sequence[Plan],
-                        verdicts: dict[_Key, tuple[AdmissionVerdict, Any]], claimed: set[_Key],
-                        now: datetime, report: TickReport) -> None:
-    rows, budget_rows, cancels = [], [], []
-    for plan, cand in plans_candidates(plans):
-        key = (cand.tenant_id, plan.due.definition_id, cand.binding_id)
-        if key not in claimed:
-            continue
-        verdict, period = verdicts[key]
+def _write_row(plan: Plan, cand: Candidate, verdict: AdmissionVerdict,
+               now: datetime) -> tuple[Any, ...]:
+    """One row of ``admission_write`` (its columns $1-$27)."""
+    due, slot, timing = plan.due, cand.slot, cand.timing
+    decision = verdict.decision
+    runs = cand.binding is None and decision is Decision.ADMITTED
+    if runs:
+        stale_after = float((due.registration or {}).get("stale_claim_after", 120))
+        run_deadline: datetime | None = now + timedelta(seconds=stale_after)
+    else:
+        run_deadline = None
+    task = decision is Decision.ADMITTED and cand.binding is not None
+    params: Any = None
+    payload: Any = None
+    owner: str | None = None
+    if task:
+        stamp = {"schedule": trusted_schedule(due.definition_id, due.revision, slot.key, cand.kind,
+                                              slot.scheduled_for)}
+        if isinstance(cand.binding, Owner):
+            owner, params = cand.binding.user_id, JsonText(json.dumps(stamp))
+        else:
+            assert cand.binding is not None
+            owner = cand.binding.owner_user_id
+            params = JsonText(json.dumps({**cand.binding.params, **stamp}))
+            payload = _binding_payload(cand.binding)
+    compiled = due.compiled
+    return (
+        cand.tenant_id, due.definition_id, cand.binding_id, slot.key, cand.kind, due.tenant_id,
+        due.revision, slot.scheduled_for, timing.not_before, timing.expires_at, slot.zone,
+        slot.wall, slot.fold, decision.value, verdict.reason, verdict.late,
+        cand.lateness.lateness.total_seconds(), "running" if runs else None, run_deadline,
+        ("held" if verdict.held_behind is not None else "pending") if task else None, owner,
+        verdict.held_behind, compiled.late_policy.value, compiled.deadline.total_seconds(),
+        compiled.max_attempts, params, payload,
+    )
+
+
+async def _after_claims(tx: Connection, claimed: list[int], verdicts: Verdicts, now: datetime,
+                        report: TickReport) -> None:
+    """Count the claimed decisions; consume budgets and cancel previous tasks for the
+    claimed admissions; collect the claimed ``run`` units."""
+    budget_rows, cancels = [], []
+    for index in claimed:
+        plan, cand, verdict, period = verdicts[index]
         report.decisions[verdict.decision.value] += 1
         if verdict.decision is not Decision.ADMITTED:
             continue
@@ -280,12 +356,10 @@ async def _insert_tasks(tx: Connection, plans: Sequence[Plan],
             report.runs.append(RunUnit(plan.due.definition_id, cand.tenant_id, cand.binding_id,
                                        cand.slot.key, cand.slot.scheduled_for))
             continue
-        rows.append(task_row(plan, cand, verdict))
         if verdict.consumes_budget and period is not None:
-            budget_rows.append((*key, period[0], period[1], period[2]))
+            budget_rows.append((cand.tenant_id, plan.due.definition_id, cand.binding_id,
+                                period[0], period[1], period[2]))
         cancels.extend((cand.tenant_id, task_id) for task_id in verdict.cancel)
-    if rows:
-        await insert_tasks(tx, rows, now)
     if budget_rows:
         await tx.execute("budget_consume", *[list(c) for c in zip(*budget_rows, strict=True)])
     if cancels:
@@ -293,11 +367,6 @@ async def _insert_tasks(tx: Connection, plans: Sequence[Plan],
                          "cancelled: a newer occurrence was admitted (cancel_previous)", now)
 
 
-OCCURRENCE_COLUMNS = (
-    "tenant_id", "definition_id", "binding_id", "slot", "kind", "definition_tenant_id", "revision",
-    "scheduled_for", "not_before", "expires_at", "zone", "local_wall", "fold", "decision", "reason",
-    "late", "lateness_seconds", "run_status", "run_deadline_at",
-)
 TASK_COLUMNS = (
     "tenant_id", "definition_tenant_id", "definition_id", "binding_id", "slot", "kind", "revision",
     "owner_user_id", "agent", "message", "params", "delivery", "audiences", "status",
@@ -307,44 +376,57 @@ TASK_COLUMNS = (
 
 
 async def insert_tasks(tx: Connection, rows: Sequence[tuple[Any, ...]], now: datetime) -> None:
-    """Insert task rows (in :data:`TASK_COLUMNS` order) admitted at ``now``."""
+    """Insert task rows (in :data:`TASK_COLUMNS` order, from :func:`task_row`) admitted at
+    ``now``, one at a time or a few (a condition's fire, a review's approval)."""
     await tx.stage("wk_stage_tasks", TASK_COLUMNS, rows)
     await tx.execute("tasks_insert", now)
 
 
 def task_row(plan: Plan, cand: Candidate, verdict: AdmissionVerdict) -> tuple[Any, ...]:
-    """The task columns (:data:`TASK_COLUMNS` order) of an admitted candidate."""
+    """The task columns (:data:`TASK_COLUMNS` order) of an admitted candidate. A user-
+    confirmed definition's agent, message, delivery and audiences are left NULL and its
+    params hold only what the runtime stamps: ``tasks_insert`` takes the rest from the
+    revision's payload, as ``admission_write`` does."""
     binding = cand.binding
     assert binding is not None
-    spec = plan.due.spec
-    fixed = _binding_columns(binding)
-    params = dict(binding.params)
-    params["schedule"] = trusted_schedule(plan.due.definition_id, plan.due.revision, cand.slot.key,
-                                          cand.kind, cand.slot.scheduled_for)
+    compiled, due = plan.due.compiled, plan.due
+    schedule = trusted_schedule(due.definition_id, due.revision, cand.slot.key, cand.kind,
+                                cand.slot.scheduled_for)
+    if isinstance(binding, Owner):
+        owner, agent, message, params = binding.user_id, None, None, {"schedule": schedule}
+        delivery = audiences = None
+    else:
+        owner, agent, message = binding.owner_user_id, binding.agent, binding.message
+        params = {**binding.params, "schedule": schedule}
+        payload = _binding_payload(binding)
+        delivery, audiences = JsonText(json.dumps(payload["delivery"])), None
+        if payload["audiences"] is not None:
+            audiences = JsonText(json.dumps(payload["audiences"]))
     return (
-        cand.tenant_id, plan.due.tenant_id, plan.due.definition_id, cand.binding_id, cand.slot.key,
-        cand.kind, plan.due.revision, binding.owner_user_id, binding.agent, binding.message,
-        params, fixed[0], fixed[1],
+        cand.tenant_id, due.tenant_id, due.definition_id, cand.binding_id, cand.slot.key,
+        cand.kind, due.revision, owner, agent, message, params, delivery, audiences,
         "held" if verdict.held_behind is not None else "pending", verdict.reason, verdict.late,
-        spec.lateness.policy.value, cand.slot.scheduled_for, cand.timing.not_before,
-        cand.timing.expires_at, spec.limits.deadline.total_seconds(), spec.limits.max_attempts,
+        compiled.late_policy.value, cand.slot.scheduled_for, cand.timing.not_before,
+        cand.timing.expires_at, compiled.deadline.total_seconds(), compiled.max_attempts,
         verdict.held_behind,
     )
 
 
-_BINDING_COLUMNS: dict[int, tuple[Binding, JsonText, JsonText | None]] = {}
+_PAYLOADS: dict[int, tuple[Binding, dict[str, Any]]] = {}
 
 
-def _binding_columns(binding: Binding) -> tuple[JsonText, JsonText | None]:
-    """A binding's delivery and audiences as JSON, serialized once per binding object."""
-    cached = _BINDING_COLUMNS.get(id(binding))
+def _binding_payload(binding: Binding) -> dict[str, Any]:
+    """An operator binding's task payload (:func:`triggers.user_payload`'s shape), built
+    once per binding object."""
+    cached = _PAYLOADS.get(id(binding))
     if cached is None or cached[0] is not binding:
-        if len(_BINDING_COLUMNS) > 65_536:
-            _BINDING_COLUMNS.clear()
-        audiences = None if binding.audiences is None else JsonText(json.dumps(list(binding.audiences)))
-        cached = (binding, JsonText(json.dumps(delivery_json(binding.delivery))), audiences)
-        _BINDING_COLUMNS[id(binding)] = cached
-    return cached[1], cached[2]
+        if len(_PAYLOADS) > 65_536:
+            _PAYLOADS.clear()
+        payload = {"agent": binding.agent, "message": binding.message,
+                   "params": dict(binding.params), "delivery": delivery_json(binding.delivery),
+                   "audiences": None if binding.audiences is None else list(binding.audiences)}
+        cached = _PAYLOADS[id(binding)] = (binding, payload)
+    return cached[1]
 
 
 def trusted_schedule(definition_id: str, revision: int, slot: str, kind: str,
@@ -359,7 +441,9 @@ async def _record_events(tx: Connection, kept: Sequence[Plan], fenced: Sequence[
                          now: datetime, actor: str, report: TickReport) -> None:
     rows: list[tuple[Any, ...]] = []
     for plan in kept:
-        rows.extend(_plan_events(plan, report))
+        if plan.failure is not None or plan.bindings_error is not None or (
+                plan.window.superseded is not None or plan.window.gaps_after is not None):
+            rows.extend(_plan_events(plan, report))
     for plan in fenced:
         for cand in plan.candidates:
             rows.append((cand.tenant_id, plan.due.definition_id, cand.binding_id,
@@ -406,28 +490,14 @@ def _plan_events(plan: Plan, report: TickReport) -> list[tuple[Any, ...]]:
     return rows
 
 
-async def _advance(tx: Connection, kept: Sequence[Plan], now: datetime) -> None:
-    kept = [p for p in kept if not p.manual]
-    if not kept:
-        return
-    await tx.execute(
-        "definitions_advance",
-        [p.due.tenant_id for p in kept], [p.due.definition_id for p in kept],
-        [p.new_cursor for p in kept], [p.due.slots_seen + p.window.count for p in kept],
-        [None if p.failure else p.next_due_at for p in kept],
-        ["failed" if p.failure else "completed" if p.window.ended else "active" for p in kept], now,
-    )
-
-
-async def _recover(db: Database, writes: _Writes | None, report: TickReport, actor: str,
+async def _recover(db: Database, writes: Sequence[Plan], report: TickReport, actor: str,
                    now: datetime) -> TickReport:
     """After a lost (and settled) COMMIT: the batch committed iff its occurrence rows exist
     with this tick's ``decided_by`` and ``decided_at``. Cursors are no evidence: another
     replica may have moved them since."""
     report.recovered = True
-    keys = [] if writes is None else [
-        (c.tenant_id, p.due.definition_id, c.binding_id, c.slot.key, c.kind)
-        for p in writes.kept for c in p.candidates]
+    keys = [(c.tenant_id, p.due.definition_id, c.binding_id, c.slot.key, c.kind)
+            for p in writes for c in p.candidates]
     if not keys:
         return report  # nothing was claimed: only idempotent cursor moves, if anything
     rows = await db.fetch("occurrences_by_keys", *[list(col) for col in zip(*keys, strict=True)])

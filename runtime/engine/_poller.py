@@ -208,7 +208,8 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, registry: 
                 continue
             item = DueDefinition(row["tenant_id"], row["definition_id"], row["origin"],
                                  row["owner_user_id"], row["fence"], row["effective_revision"],
-                                 row["spec_hash"], row["cursor_at"], row["slots_seen"], spec, None)
+                                 row["spec_hash"], row["cursor_at"], row["slots_seen"],
+                                 spec.compiled, None)
             trigger = spec.trigger
             assert isinstance(trigger, ConditionTrigger)
             window = spec.window(item.cursor_at, now, item.slots_seen)
@@ -494,11 +495,11 @@ async def _admit(tx: Connection, claim: _Claim, evaluation: Evaluation, read_at:
     """The fire's admission: overrun and task budget as for any occurrence; the
     occurrence (kind ``condition``) and its task, with the observations that fired it."""
     item, slot = claim.item, claim.slot
-    spec = item.spec
+    spec = item.compiled
     units = await units_of(item, registry)
     assert isinstance(units, list) and units, "a user definition has its owner binding"
     tenant_id, binding_id, binding = units[0]
-    timing = occurrence_timing(slot, jitter=timedelta(0), late_grace=spec.lateness.late_grace,
+    timing = occurrence_timing(slot, jitter=timedelta(0), late_grace=spec.late_grace,
                                key_parts=())
     lateness = LatenessVerdict(Decision.ADMITTED, False, timedelta(0),
                                f"condition true at {format_utc(read_at)}")

@@ -34,6 +34,7 @@ from watchkeeper.triggers import (
 
 from .._errors import Conflict, NotFound
 from ..store._db import Connection, Database
+from ..store._specs import compiled_columns
 from ._clock import Clock
 from ._ledger import EPSILON, check_destinations, record_replaced_span
 
@@ -267,7 +268,7 @@ async def register(db: Database, clock: Clock, definition: ScheduleDef) -> int:
         await record_replaced_span(tx, row, now, "operator")
         await tx.execute("revision_insert", OPERATOR_TENANT, definition.id, revision, spec.to_json(),
                          digest, definition.registration(), "registered", None, "operator", now,
-                         "operator", now)
+                         "operator", now, *compiled_columns(spec))
         await tx.execute("definition_set_latest", OPERATOR_TENANT, definition.id, revision, now)
         await tx.execute("revisions_retire", OPERATOR_TENANT, definition.id, revision)
         status = "paused" if row["status"] == "paused" else "active"

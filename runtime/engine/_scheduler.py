@@ -8,23 +8,29 @@ grows with due work, not with the number of definitions (DESIGN "Calendar trigge
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 import anyio
 
 from ..store._db import Database
-from ._admission import RunUnit, TickReport, admit
+from ._admission import RunUnit, TickReport, admit, admit_due
 from ._clock import Clock
 from ._registry import Registry, RunContext
-from ._tick import FIRST_KEY, plan_tick, read_due
+from ._tick import FIRST_KEY, DueKey, plan_tick, read_due
 
 __all__ = ["execute_run", "reconcile_stale_runs", "tick"]
 
 log = logging.getLogger("watchkeeper.scheduler")
 
+FIRST_BATCH = 100
+"""Definitions in a tick's first admission transaction: small, so the first tasks of a
+due instant commit within milliseconds; later batches take ``batch_size``."""
+
 
 async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
-               actor: str = "tick", batch_size: int = 1000, execute_runs: bool = True) -> TickReport:
-    """Run one tick at ``clock.now()``.
+               actor: str = "tick", batch_size: int = 1000, execute_runs: bool = True,
+               now: datetime | None = None) -> TickReport:
+    """Run one tick at ``now`` (default ``clock.now()``).
 
     Args:
         registry: operator definitions available in this process (resolvers and
@@ -39,17 +45,20 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
             every claim is keyed, so a retry admits nothing twice).
     """
     registry = registry or Registry()
-    now = clock.now()
+    now = clock.now() if now is None else now
     total = TickReport()
+    position: DueKey | None = FIRST_KEY
+    size = min(batch_size, FIRST_BATCH)
+    while position is not None:  # phase A: user-confirmed, planned under their row locks
+        report, position = await admit_due(db, now, size, position, actor, registry)
+        total.merge(report)
+        size = batch_size
     position = FIRST_KEY
-    while True:
-        due, after = await read_due(db, now, batch_size, position)
+    while position is not None:  # phase B: operator-registered (resolvers may do I/O)
+        due, position = await read_due(db, now, batch_size, position)
         if due:
             plans = await plan_tick(due, now, registry)
             total.merge(await admit(db, plans, now, actor))
-        if after is None:
-            break
-        position = after
     await reconcile_stale_runs(db, clock)
     await db.execute("tasks_release_orphaned_holds")
     if execute_runs:

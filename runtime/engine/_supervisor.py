@@ -32,6 +32,7 @@ supervisors may run against one database; it arbitrates every claim.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -39,7 +40,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,11 @@ from ._worker import TaskOutcome, Worker
 
 __all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
            "close_channels", "default_channels", "make_dispatcher"]
+
+Step = Callable[[], Awaitable["bool | float"]]
+"""A loop's step: ``True`` when busy (run again at once), ``False`` when idle (sleep the
+loop's interval), or the seconds until its next work is due (sleep that long, at most the
+interval)."""
 
 log = logging.getLogger("watchkeeper.supervisor")
 
@@ -125,6 +131,10 @@ class SupervisorConfig:
             the database stays away.
         drain_seconds: how long runs and delivery passes in flight may go on after a stop
             request (:meth:`Supervisor.drain`) before they are interrupted; may be zero.
+        listen: wake on PostgreSQL notifications (LISTEN/NOTIFY: a definition due sooner,
+            new tasks, new deliveries) besides the due instants and the tick period;
+            behind a transaction pooler the supervisor polls instead, and says so.
+        listen_probe_seconds: how often the listening connection is checked.
     """
 
     home: Path
@@ -145,6 +155,8 @@ class SupervisorConfig:
     delivery_max_age: float = 86400.0
     webhook_timeout: float = 10.0
     drain_seconds: float = 30.0
+    listen: bool = True
+    listen_probe_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +171,9 @@ class SupervisorStatistics:
         takeovers: expired leases this supervisor's workers took over.
         delivery_outcomes: dispatch outcomes (delivered, retrying, dead, suppressed,
             deferred) by kind.
+        wake: how the loops learn of new work besides their due instants:
+            ``"notify"`` (listening), ``"connecting"`` (not yet, or again after a lost
+            connection), or ``"polling: <why>"``.
     """
 
     ticks: int
@@ -177,6 +192,7 @@ class SupervisorStatistics:
     tick_seconds_sum: float = 0.0
     takeovers: int = 0
     delivery_outcomes: dict[str, int] = field(default_factory=dict)
+    wake: str = ""
 
     @property
     def completed(self) -> int:
@@ -238,6 +254,11 @@ class Supervisor:
         self._active: set[str] = set()  # loops still running
         self._run_scopes: set[anyio.CancelScope] = set()  # `run` callables in flight
         self._wake = anyio.Event()  # set when the drain starts: parked loops end
+        self._pending: set[str] = set()  # loops kicked while running: they go on at once
+        self._listener: Callable[[], Awaitable[None]] | None = None  # the connection's probe
+        self._listener_stack: contextlib.AsyncExitStack | None = None
+        self._wake_reason: str | None = (
+            "WATCHKEEPER_LISTEN is off" if not config.listen else db.listen_unavailable())
         self._drained = anyio.Event()  # set when nothing but the heartbeat is left
 
     # ---------------------------------------------------------------- lifecycle
@@ -255,6 +276,8 @@ class Supervisor:
             await self._sample_step()  # know the time before deciding anything
         for definition in self.registry:
             await register(self.db, self.clock, definition)
+        if self._wake_reason is not None:
+            log.warning("wake-up: %s", self._wake_state())
         await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
         try:
             async with anyio.create_task_group() as tg:
@@ -274,6 +297,7 @@ class Supervisor:
                 raise died.exceptions[0] from group
             raise
         finally:
+            await self._close_listener()
             with anyio.CancelScope(shield=True):
                 if self._own_channels:
                     await close_channels(self.channels)
@@ -372,10 +396,9 @@ class Supervisor:
                 and not self._run_scopes):
             self._drained.set()
 
-    def _plan(self) -> list[tuple[str, Callable[[], Awaitable[bool]], float]]:
+    def _plan(self) -> list[tuple[str, Step, float]]:
         cfg = self.config
-        loops: list[tuple[str, Callable[[], Awaitable[bool]], float]] = [
-            ("tick", self._tick_step, cfg.tick_seconds)]
+        loops: list[tuple[str, Step, float]] = [("tick", self._tick_step, cfg.tick_seconds)]
         self._kickable["tick"] = "tick"
         loops.append(("poll", self._poll_step, cfg.tick_seconds))
         self._kickable["poll"] = "tick"
@@ -395,11 +418,13 @@ class Supervisor:
         loops.append(("heartbeat", self._heartbeat_step, cfg.heartbeat_seconds))
         if self.authority is not None:
             loops.append(("clock", self._sample_step, cfg.skew_check_seconds))
+        if cfg.listen and self._wake_reason is None:
+            loops.append(("listen", self._listen_step, cfg.listen_probe_seconds))
         return loops
 
     # ---------------------------------------------------------------- loop machinery
 
-    async def _loop(self, name: str, step: Callable[[], Awaitable[bool]], interval: float) -> None:
+    async def _loop(self, name: str, step: Step, interval: float) -> None:
         try:
             await self._steps(name, step, interval)
         finally:
@@ -407,8 +432,10 @@ class Supervisor:
             self._check_drained()
             self._notify()
 
-    async def _steps(self, name: str, step: Callable[[], Awaitable[bool]], interval: float) -> None:
-        """Run ``step`` again and again (at once while it is busy) until a drain starts."""
+    async def _steps(self, name: str, step: Step, interval: float) -> None:
+        """Run ``step`` again and again until a drain starts: at once while it is busy
+        (``True``), after ``interval`` when it is not (``False``), or after the seconds it
+        returns when it knows when its next work is due (at most ``interval``)."""
         failures = 0
         while not self._stops(name):
             try:
@@ -430,13 +457,17 @@ class Supervisor:
             failures = 0
             self._dead.discard(name)
             self._notify()
-            if not busy and not self._stops(name):
-                await self._sleep(name, interval)
+            if busy is not True and not self._stops(name):
+                wait = interval if busy is False else max(0.0, min(busy, interval))
+                await self._sleep(name, wait)
 
     async def _sleep(self, name: str, seconds: float) -> None:
         """Park ``name`` on the clock for ``seconds``, or until its kick (new work in
         this process) fires or a drain starts (the heartbeat goes on), whichever comes
         first."""
+        if name in self._pending:  # kicked while it ran: what it was kicked for may be new
+            self._pending.discard(name)
+            return
         self._parked[name] = self.clock.monotonic() + seconds
         self._notify()
         kick = self._kicks.get(self._kickable.get(name, ""))
@@ -461,8 +492,9 @@ class Supervisor:
     def _kick(self, kind: str) -> None:
         """Wake the loops waiting for ``kind`` ("tick", "work" or "deliver") now."""
         for name, wanted in self._kickable.items():
-            if wanted == kind:
-                self._parked.pop(name, None)  # no longer idle, even before it runs
+            # no longer idle, even before it runs; kicked while it runs: it goes on at once
+            if wanted == kind and self._parked.pop(name, None) is None:
+                self._pending.add(name)
         self._kicks[kind].set()
         self._kicks[kind] = anyio.Event()
 
@@ -504,16 +536,16 @@ class Supervisor:
                                     dict(self._decisions), dict(self._polls_by),
                                     tuple(cumulative), self._tick_sum,
                                     sum(w.takeovers for w in self._workers),
-                                    dict(self._delivery_outcomes))
+                                    dict(self._delivery_outcomes), self._wake_state())
 
     # ---------------------------------------------------------------- steps
 
     async def _tick_step(self) -> bool:
         if await self._clock_uncertain():
             return False
-        started = self.clock.monotonic()
+        started, now = self.clock.monotonic(), self.clock.now()
         report = await tick(self.db, self.clock, self.registry, actor=self.config.supervisor_id,
-                            batch_size=self.config.batch_size, execute_runs=False)
+                            batch_size=self.config.batch_size, execute_runs=False, now=now)
         took = self.clock.monotonic() - started
         self._tick_sum += took
         self._tick_buckets[next(b for b in TICK_BUCKETS if took <= b)] += 1
@@ -524,7 +556,17 @@ class Supervisor:
             self._kick("work")
         for unit in report.runs:
             self._start_run(unit)
-        return False
+        return await self._until_due(now, "next_due")
+
+    async def _until_due(self, now: datetime, query: str) -> bool | float:
+        """Seconds from the clock's present until the earliest ``next_due_at`` that
+        ``query`` reads, when that lies after ``now`` (the step's own instant); else
+        ``False`` (nothing scheduled, or due work this supervisor left: another replica
+        holds it, or it has no resolver for it), so the loop waits its interval."""
+        due = await self.db.fetchval(query)
+        if due is None or due <= now:
+            return False
+        return (due - self.clock.now()).total_seconds()
 
     async def _poll_step(self) -> bool:
         """Poll the due conditions; busy (poll again at once) while a full batch came."""
@@ -596,6 +638,47 @@ class Supervisor:
                     self._delivery_outcomes[kind] += getattr(stats, kind)
             return stats.claimed > 0
         return step
+
+    async def _listen_step(self) -> bool:
+        """Hold the listening connection: kick the tick and poll loops when a definition
+        became due sooner, the workers on new tasks, the outbox on new deliveries (other
+        supervisors' work included); each later step probes it. A lost connection fails
+        the step like any loop's (restarted with backoff); meanwhile the loops wake on
+        their due instants and periods alone."""
+        if self._listener is None:
+            stack = contextlib.AsyncExitStack()
+            try:
+                probe = await stack.enter_async_context(
+                    self.db.listening(("due", "work", "deliver"), self._on_notice))
+            except BaseException:
+                await stack.aclose()
+                raise
+            self._listener, self._listener_stack = probe, stack
+            log.info("listening for wake-up notices (LISTEN/NOTIFY)")
+            self._kick("tick")  # anything that became due while not listening
+            self._kick("work")
+            self._kick("deliver")
+            return False
+        try:
+            await self._listener()
+        except BaseException:
+            await self._close_listener()
+            raise
+        return False
+
+    async def _close_listener(self) -> None:
+        stack, self._listener, self._listener_stack = self._listener_stack, None, None
+        if stack is not None:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+
+    def _on_notice(self, channel: str) -> None:
+        self._kick({"due": "tick", "work": "work", "deliver": "deliver"}.get(channel, "tick"))
+
+    def _wake_state(self) -> str:
+        if self._wake_reason is not None:
+            return f"polling every {self.config.tick_seconds:g} s: {self._wake_reason}"
+        return "notify" if self._listener is not None else "connecting"
 
     async def _heartbeat_step(self) -> bool:
         if not self._dead:

@@ -9,6 +9,7 @@ recorded once as a ``skipped_superseded`` range (DESIGN "Lateness").
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,32 +19,42 @@ from typing import Any
 import anyio
 
 from watchkeeper.triggers import (
+    COMPILED_VERSION,
     USER_BINDING_ID,
     Binding,
     BindingSetError,
+    CompiledSpec,
     Delivery,
     DueWindow,
     LatenessVerdict,
     Slot,
-    Spec,
     Timing,
     decide_lateness,
     occurrence_timing,
+    user_payload,
     validate_bindings,
 )
 
-from ..store._db import Database
+from ..store._db import Connection, Database, JsonText
 from ..store._specs import spec_from_json
 from ._registry import Registry
 
-__all__ = ["FIRST_KEY", "Candidate", "DueDefinition", "DueKey", "Plan", "plan_tick", "read_due"]
+__all__ = ["FIRST_KEY", "Candidate", "DueDefinition", "DueKey", "Owner", "Plan", "compiled_specs",
+           "lock_due", "plan_tick", "read_due", "units_of"]
 
 log = logging.getLogger("watchkeeper.tick")
 
 
 @dataclass(frozen=True, slots=True)
 class DueDefinition:
-    """A due definition as read in phase 1 (the state a plan is computed under)."""
+    """A due definition as read in phase 1 (the state a plan is computed under).
+
+    Attributes:
+        compiled: what planning and admission need of the effective revision's spec.
+        busy: whether the definition's owner binding has a task that has not ended, as
+            read under the row lock (``None``: not read; admission reads the active
+            tasks of every binding then).
+    """
 
     tenant_id: str
     definition_id: str
@@ -54,15 +65,31 @@ class DueDefinition:
     spec_hash: str
     cursor_at: datetime
     slots_seen: int
-    spec: Spec
+    compiled: CompiledSpec
     registration: Mapping[str, Any] | None
+    busy: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The one binding of a user-confirmed definition: its owner. The task's payload
+    (agent, instructions, params, delivery, audiences) is the revision's own
+    (``definition_revisions.payload``), copied in SQL by the admission statement."""
+
+    user_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """The candidate occurrence of one binding."""
+    """The candidate occurrence of one binding.
 
-    binding: Binding | None  # None for a `run` terminal unit
+    Attributes:
+        binding: an operator binding (its payload is its own), the :class:`Owner` of a
+            user-confirmed definition (the payload is the revision's), or ``None`` for a
+            ``run`` terminal unit (no task).
+    """
+
+    binding: Binding | Owner | None
     tenant_id: str
     binding_id: str
     slot: Slot
@@ -108,36 +135,90 @@ DueKey = tuple[datetime, str, str]
 FIRST_KEY: DueKey = (datetime.min.replace(tzinfo=UTC), "", "")
 
 
-async def read_due(db: Database, now: datetime, limit: int,
+async def lock_due(tx: Connection, now: datetime, limit: int,
                    after: DueKey = FIRST_KEY) -> tuple[list[DueDefinition], DueKey | None]:
-    """Up to ``limit`` active definitions with ``next_due_at <= now``, oldest first,
-    strictly after the keyset position ``after``; and the position to continue from
-    (``None`` when this was the last page).
+    """Phase A: lock up to ``limit`` due user-confirmed calendar definitions (rows another
+    replica holds are skipped: it admits them), oldest first, strictly after the keyset
+    position ``after``; and the position to continue from (``None`` after the last page).
 
-    Specs are fetched and parsed once per distinct ``spec_hash`` per process.
+    Their planning needs no I/O, so it happens inside ``tx``, under these locks.
     """
-    rows = await db.fetch("definitions_due", now, limit, *after)
+    rows = await tx.fetch("definitions_due_lock", now, limit, *after)
     last = rows[-1] if len(rows) == limit else None
     position = None if last is None else (last["next_due_at"], last["tenant_id"], last["definition_id"])
-    missing = list({r["spec_hash"] for r in rows} - _KNOWN.keys())
-    if missing:
-        if len(_KNOWN) > 65_536:
-            _KNOWN.clear()
-        for stored in await db.fetch("specs_by_hash", missing):
-            _KNOWN[stored["spec_hash"]] = (
-                spec_from_json(stored["spec_hash"], stored["spec"]), stored["registration"])
+    compiled = await compiled_specs(tx, rows)
     due = [
-        DueDefinition(
-            r["tenant_id"], r["definition_id"], r["origin"], r["owner_user_id"], r["fence"],
-            r["effective_revision"], r["spec_hash"], r["cursor_at"], r["slots_seen"],
-            *_KNOWN[r["spec_hash"]],
-        )
+        DueDefinition(r["tenant_id"], r["definition_id"], "user", r["owner_user_id"], r["fence"],
+                      r["effective_revision"], r["spec_hash"], r["cursor_at"], r["slots_seen"],
+                      compiled[r["spec_hash"]], None, r["busy"])
         for r in rows
     ]
     return due, position
 
 
-_KNOWN: dict[str, tuple[Spec, Mapping[str, Any] | None]] = {}
+async def read_due(db: Database, now: datetime, limit: int, after: DueKey = FIRST_KEY, *,
+                   origin: str = "operator") -> tuple[list[DueDefinition], DueKey | None]:
+    """Phase B: up to ``limit`` due calendar definitions of ``origin`` (the tick reads
+    operator-registered ones here), unlocked (a binding resolver may do I/O before
+    :func:`~._admission.admit` locks and rechecks them), oldest first, strictly after
+    ``after``; and the position to continue from."""
+    async with db.connection() as conn:
+        rows = await conn.fetch("definitions_due", now, limit, *after, origin)
+        compiled = await compiled_specs(conn, rows)
+        missing = list({r["spec_hash"] for r in rows} - _REGISTRATIONS.keys())
+        if missing:
+            if len(_REGISTRATIONS) > 4096:
+                _REGISTRATIONS.clear()
+            for stored in await conn.fetch("registrations_by_hash", missing):
+                _REGISTRATIONS[stored["spec_hash"]] = stored["registration"]
+    last = rows[-1] if len(rows) == limit else None
+    position = None if last is None else (last["next_due_at"], last["tenant_id"], last["definition_id"])
+    due = [
+        DueDefinition(r["tenant_id"], r["definition_id"], r["origin"], r["owner_user_id"],
+                      r["fence"], r["effective_revision"], r["spec_hash"], r["cursor_at"],
+                      r["slots_seen"], compiled[r["spec_hash"]], _REGISTRATIONS[r["spec_hash"]])
+        for r in rows
+    ]
+    return due, position
+
+
+_REGISTRATIONS: dict[str, Mapping[str, Any] | None] = {}
+_COMPILED: dict[str, CompiledSpec] = {}
+_COMPILED_LIMIT = 4096
+"""Compiled specs kept per process, by spec_hash: definitions sharing a spec decode it
+once; a chat app's distinct specs each decode theirs (a few microseconds) and the cache
+stays bounded (DESIGN "Scale": a supervisor's memory must not grow with definitions)."""
+
+
+async def compiled_specs(conn: Connection, rows: Sequence[Any]) -> dict[str, CompiledSpec]:
+    """The compiled spec of each row's ``spec_hash`` (rows carry ``compiled`` as JSON
+    text). A revision written before compiled specs existed (NULL, or an older layout)
+    is compiled from its stored spec once, and the result stored for the next tick."""
+    out: dict[str, CompiledSpec] = {}
+    stale: list[str] = []
+    for row in rows:
+        digest = row["spec_hash"]
+        if digest in out:
+            continue
+        text = row["compiled"]
+        compiled = None if text is None else _COMPILED.get(digest)
+        if compiled is None:
+            compiled = None if text is None else CompiledSpec.from_json(text)
+            if compiled is None:
+                stale.append(digest)
+                continue
+            if len(_COMPILED) >= _COMPILED_LIMIT:
+                _COMPILED.clear()
+            _COMPILED[digest] = compiled
+        out[digest] = compiled
+    if stale:
+        for stored in await conn.fetch("specs_by_hash", stale):
+            spec = spec_from_json(stored["spec_hash"], stored["spec"])
+            out[stored["spec_hash"]] = spec.compiled
+            await conn.execute("revisions_compile", stored["spec_hash"],
+                               JsonText(json.dumps(spec.compiled.to_json())),
+                               JsonText(json.dumps(user_payload(spec))), COMPILED_VERSION)
+    return out
 
 
 async def plan_tick(due: Sequence[DueDefinition], now: datetime, registry: Registry) -> list[Plan]:
@@ -169,17 +250,19 @@ async def _window(item: DueDefinition, now: datetime) -> DueWindow:
     """The due window; a cron window spanning over a day (a long outage) is enumerated in
     a worker thread so lease renewals on the event loop keep their timing."""
     if now - item.cursor_at <= timedelta(days=1):
-        return item.spec.window(item.cursor_at, now, item.slots_seen)
-    return await anyio.to_thread.run_sync(item.spec.window, item.cursor_at, now, item.slots_seen)
+        return item.compiled.window(item.cursor_at, now, item.slots_seen)
+    return await anyio.to_thread.run_sync(item.compiled.window, item.cursor_at, now,
+                                          item.slots_seen)
 
 
-Unit = tuple[str, str, Binding | None]
+Unit = tuple[str, str, Binding | Owner | None]
 
 
 async def units_of(item: DueDefinition, registry: Registry) -> list[Unit] | str | None:
     """The fan-out units; a string is a refusal reason; ``None`` means not ours."""
     if item.origin == "user":
-        return [(item.tenant_id, USER_BINDING_ID, _user_binding(item))]
+        assert item.owner_user_id is not None
+        return [(item.tenant_id, USER_BINDING_ID, Owner(item.owner_user_id))]
     registration = item.registration or {}
     if registration.get("terminal") == "run":
         if registry.get(item.definition_id) is None:
@@ -206,26 +289,6 @@ async def units_of(item: DueDefinition, registry: Registry) -> list[Unit] | str 
     return [(b.tenant_id, b.binding_id, b) for b in bindings]
 
 
-_USER_BINDINGS: dict[tuple[str, str, str], Binding] = {}
-
-
-def _user_binding(item: DueDefinition) -> Binding:
-    """The one binding of a user definition, built once per (spec, tenant, owner)."""
-    assert item.owner_user_id is not None
-    key = (item.spec_hash, item.tenant_id, item.owner_user_id)
-    binding = _USER_BINDINGS.get(key)
-    if binding is None:
-        if len(_USER_BINDINGS) > 65_536:
-            _USER_BINDINGS.clear()
-        spec = item.spec
-        binding = _USER_BINDINGS[key] = Binding(
-            tenant_id=item.tenant_id, binding_id=USER_BINDING_ID,
-            owner_user_id=item.owner_user_id, agent=spec.agent.name, message=spec.instructions,
-            params=dict(spec.agent.params), delivery=tuple(spec.delivery),
-            audiences=tuple(spec.audiences) or None)
-    return binding
-
-
 def _plan(item: DueDefinition, window: DueWindow, units: list[Unit] | str, now: datetime) -> Plan:
     if isinstance(units, str):
         return Plan(item, window, (), (), units)
@@ -233,14 +296,14 @@ def _plan(item: DueDefinition, window: DueWindow, units: list[Unit] | str, now: 
     slot = window.candidate
     if slot is None:
         return Plan(item, window, (), pairs)
-    spec = item.spec
+    spec = item.compiled
     candidates = []
     for tenant_id, binding_id, binding in units:
         timing = occurrence_timing(
-            slot, jitter=spec.jitter, late_grace=spec.lateness.late_grace,
+            slot, jitter=spec.jitter, late_grace=spec.late_grace,
             key_parts=(item.definition_id, tenant_id, binding_id, slot.key),
         )
-        verdict = decide_lateness(slot, timing, now, spec.lateness.policy)
+        verdict = decide_lateness(slot, timing, now, spec.late_policy)
         candidates.append(Candidate(binding, tenant_id, binding_id, slot, timing, verdict))
     return Plan(item, window, tuple(candidates), pairs)
 

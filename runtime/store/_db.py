@@ -33,6 +33,7 @@ announces at startup is its own session's on PostgreSQL, a pooler's invention be
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import hashlib
@@ -304,11 +305,13 @@ class Database:
     """
 
     def __init__(self, pool: asyncpg.Pool, schema: str = DEFAULT_SCHEMA,
-                 pooler: Pooler = Pooler.SESSION) -> None:
+                 pooler: Pooler = Pooler.SESSION, dsn: str | None = None) -> None:
         self.pool = pool
         self.schema = schema
         self.pooler = pooler
         """``SESSION`` or ``TRANSACTION``: what :meth:`open` found or was told."""
+        self.dsn = dsn
+        """The DSN the pool connects with (for :meth:`listening`'s own connection)."""
 
     @classmethod
     @asynccontextmanager
@@ -352,7 +355,7 @@ class Database:
         try:
             with _connecting():  # with min_size=0 the first connection is made here
                 await pool.release(await pool.acquire())
-            db = cls(pool, schema, found)
+            db = cls(pool, schema, found, dsn)
             if migrate:
                 await db.migrate()
             yield db
@@ -395,6 +398,54 @@ class Database:
         """
         async with self.connection() as conn, conn.transaction():
             yield conn
+
+    def listen_unavailable(self) -> str | None:
+        """Why :meth:`listening` cannot work here, or ``None`` when it can."""
+        if self.pooler is Pooler.TRANSACTION:
+            return ("LISTEN is not available behind a transaction pooler (a session's LISTEN "
+                    "ends with its transaction there)")
+        if self.dsn is None:
+            return "no DSN to open a listening connection with"
+        return None
+
+    @asynccontextmanager
+    async def listening(self, channels: Sequence[str],
+                        on_notice: Callable[[str], None]) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+        """LISTEN on ``channels`` on a connection of its own (outside the pool) and call
+        ``on_notice(channel)`` for each notification, until the context exits.
+
+        A channel is named as the migrations notify it, without the schema: ``"due"``
+        listens on ``"<schema>_due"`` (migration 0007: a definition due sooner),
+        ``"work"`` (new tasks), ``"deliver"`` (new deliveries). Yields a probe: awaiting
+        it runs a trivial statement, so a connection that died quietly is noticed.
+
+        Raises:
+            ConfigError: :meth:`listen_unavailable` says why not.
+            DatabaseUnavailable: the server cannot be reached, now or at a probe.
+        """
+        why = self.listen_unavailable()
+        if why is not None:
+            raise ConfigError(why)
+        assert self.dsn is not None
+        with _connecting():
+            raw = await asyncpg.connect(self.dsn, server_settings=server_settings(self.schema))
+        names = {f"{self.schema}_{c}": c for c in channels}
+
+        def notified(_conn: Any, _pid: int, channel: str, _payload: str) -> None:
+            on_notice(names.get(channel, channel))
+
+        async def probe() -> None:
+            with translated("listen probe"):
+                await raw.execute("SELECT 1", timeout=10)
+
+        try:
+            with translated("listen"):
+                for full in names:
+                    await raw.add_listener(full, notified)
+            yield probe
+        finally:
+            with contextlib.suppress(Exception):
+                await raw.close(timeout=5)
 
     async def fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
         """Run a named query on a pooled connection; all rows."""

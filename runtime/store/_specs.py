@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from watchkeeper.triggers import Spec, parse_spec
+from watchkeeper.triggers import Spec, parse_spec, user_payload
 
-__all__ = ["spec_from_json", "spec_from_row"]
+from ._db import JsonText
+
+__all__ = ["compiled_columns", "spec_from_json", "spec_from_row"]
 
 _CACHE: dict[str, Spec] = {}
 _CACHE_LIMIT = 65_536
@@ -52,3 +54,9 @@ def spec_from_row(row: Mapping[str, Any] | None) -> Spec:
     if base.title == title and base.notes == notes:
         return base
     return base.model_copy(update={"title": title, "notes": notes})
+
+
+def compiled_columns(spec: Spec) -> tuple[JsonText, JsonText]:
+    """A new revision's ``compiled`` and ``payload`` columns (``revision_insert`` $13, $14):
+    the spec compiled for the tick, and what its tasks carry (:mod:`triggers._compiled`)."""
+    return (JsonText(json.dumps(spec.compiled.to_json())), JsonText(json.dumps(user_payload(spec))))

@@ -25,7 +25,7 @@ from .._errors import Conflict, NotFound
 from ..engine._clock import Clock
 from ..engine._ledger import EPSILON, check_destinations, record_replaced_span, record_span
 from ..store._db import Connection, Database
-from ..store._specs import spec_from_row
+from ..store._specs import compiled_columns, spec_from_row
 from ._principals import Actor, UserPrincipal, check_tenant
 
 __all__ = [
@@ -95,7 +95,7 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
         await tx.execute(
             "revision_insert", tenant_id, definition_id, revision, spec.to_json(), spec.spec_hash,
             None, "confirmed" if descriptive else "proposed", based_on, proposed_by, now,
-            confirmer, now if descriptive else None,
+            confirmer, now if descriptive else None, *compiled_columns(spec),
         )
         await tx.execute("definition_set_latest", tenant_id, definition_id, revision, now)
         if descriptive:

@@ -73,7 +73,7 @@ async def _load(db: Database, actor: Actor, tenant_id: str, definition_id: str) 
     return DueDefinition(row["tenant_id"], row["definition_id"], row["origin"],
                          row["owner_user_id"], row["fence"], row["effective_revision"],
                          row["spec_hash"], row["cursor_at"], row["slots_seen"],
-                         spec_from_row(row), row["registration"])
+                         spec_from_row(row).compiled, row["registration"])
 
 
 async def trigger_now(db: Database, clock: Clock, actor: Actor, tenant_id: str,
@@ -103,7 +103,7 @@ async def trigger_now(db: Database, clock: Clock, actor: Actor, tenant_id: str,
     candidates = tuple(
         Candidate(unit_binding, unit_tenant, binding_id, slot,
                   occurrence_timing(slot, jitter=timedelta(0),
-                                    late_grace=item.spec.lateness.late_grace, key_parts=()),
+                                    late_grace=item.compiled.late_grace, key_parts=()),
                   lateness, kind="manual")
         for unit_tenant, binding_id, unit_binding in units
     )
@@ -207,7 +207,7 @@ async def _approve(tx: Connection, item: DueDefinition, occ: Any, now: datetime,
     key = (cand.tenant_id, item.definition_id, cand.binding_id)
     active = (await active_tasks(tx, [(plan, cand)])).get(key, [])
     budgets, periods = await budget_states(tx, [(plan, cand)])
-    verdict = decide_admission(lateness, item.spec.overrun, active, budgets.get(key))
+    verdict = decide_admission(lateness, item.compiled.overrun, active, budgets.get(key))
     await tx.execute("occurrence_review_decide", cand.tenant_id, item.definition_id,
                      cand.binding_id, slot.key, verdict.decision.value, verdict.reason,
                      verdict.late, now, label)

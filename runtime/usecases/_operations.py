@@ -86,7 +86,7 @@ def supervisor_config(settings: Settings, *, workers: int | None = None,
         "delivery_max_attempts": settings.delivery_max_attempts,
         "delivery_max_age": settings.delivery_max_age,
         "webhook_timeout": settings.webhook_timeout,
-        "drain_seconds": settings.drain_seconds,
+        "drain_seconds": settings.drain_seconds, "listen": settings.listen,
     }
     return SupervisorConfig(**(fields | overrides))
 

@@ -101,15 +101,9 @@ FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS o (name, kind, n)
 ORDER BY o.n;
 
 -- name: staging_tables
--- Per-session staging for set-based admission: COPY (binary) in, INSERT ... SELECT out.
+-- Per-session staging of the tasks a condition's fire or a review's approval admits:
+-- COPY (binary) in, INSERT ... SELECT out.
 -- Emptied at every commit; never shared between sessions.
-CREATE TEMP TABLE IF NOT EXISTS wk_stage_occurrences (
-    tenant_id text, definition_id text, binding_id text, slot text, kind text,
-    definition_tenant_id text, revision integer, scheduled_for timestamptz,
-    not_before timestamptz, expires_at timestamptz, zone text, local_wall timestamp,
-    fold smallint, decision text, reason text, late boolean, lateness_seconds double precision,
-    run_status text, run_deadline_at timestamptz
-) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     tenant_id text, definition_tenant_id text, definition_id text, binding_id text, slot text,
     kind text, revision integer, owner_user_id text, agent text, message text, params jsonb,
@@ -196,10 +190,11 @@ ORDER BY d.tenant_id, d.definition_id
 LIMIT $5;
 
 -- name: revision_insert
+-- $13, $14: the spec compiled for the tick and its tasks' payload (store/_specs.py).
 INSERT INTO definition_revisions (tenant_id, definition_id, revision, spec, spec_hash,
                                   registration, status, based_on, proposed_by, proposed_at,
-                                  confirmed_by, confirmed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+                                  confirmed_by, confirmed_at, compiled, payload)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14);
 
 -- name: revision_get
 SELECT * FROM definition_revisions
@@ -280,22 +275,67 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 
 -- ---------------------------------------------------------------- tick and admission
 
--- name: definitions_due
--- Keyset-paginated: each tick walks every due definition once, oldest first.
-SELECT d.next_due_at, d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
-       d.effective_revision, d.cursor_at, d.slots_seen, r.spec_hash
+-- name: definitions_due_lock
+-- Phase A of a tick: the due user-confirmed calendar definitions, oldest first, after
+-- the keyset position ($3, $4, $5), locked; rows another replica holds are skipped (it
+-- admits them). Their planning needs no I/O, so it happens inside this transaction,
+-- under these locks. busy: the owner binding has a task that has not ended (only then
+-- does admission read the active tasks, for the overrun rule).
+SELECT d.next_due_at, d.tenant_id, d.definition_id, d.owner_user_id, d.fence,
+       d.effective_revision, d.cursor_at, d.slots_seen, r.spec_hash,
+       r.compiled::text AS compiled,
+       EXISTS (SELECT FROM tasks t
+               WHERE t.tenant_id = d.tenant_id AND t.definition_id = d.definition_id
+                 AND t.binding_id = 'owner'
+                 AND t.status IN ('pending', 'held', 'running', 'suspended', 'review_required')
+              ) AS busy
 FROM definitions d
 JOIN definition_revisions r
   ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
  AND r.revision = d.effective_revision
 WHERE d.status = 'active' AND d.trigger_kind = 'calendar' AND d.next_due_at <= $1
+  AND d.origin = 'user'
+  AND (d.next_due_at, d.tenant_id, d.definition_id) > ($3::timestamptz, $4::text, $5::text)
+ORDER BY d.next_due_at, d.tenant_id, d.definition_id
+LIMIT $2
+FOR UPDATE OF d SKIP LOCKED;
+
+-- name: definitions_due
+-- Phase B of a tick: the due calendar definitions of origin $6 (operator-registered),
+-- keyset-paginated, not locked (a binding resolver may do I/O before admission locks
+-- and rechecks them).
+SELECT d.next_due_at, d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
+       d.effective_revision, d.cursor_at, d.slots_seen, r.spec_hash,
+       r.compiled::text AS compiled
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+WHERE d.status = 'active' AND d.trigger_kind = 'calendar' AND d.next_due_at <= $1
+  AND d.origin = $6
   AND (d.next_due_at, d.tenant_id, d.definition_id) > ($3::timestamptz, $4::text, $5::text)
 ORDER BY d.next_due_at, d.tenant_id, d.definition_id
 LIMIT $2;
 
+-- name: next_due
+-- When the tick next has work: the earliest next_due_at of an active calendar
+-- definition, or NULL (the supervisor sleeps until then, or until a notice).
+SELECT min(next_due_at) FROM definitions WHERE status = 'active' AND trigger_kind = 'calendar';
+
 -- name: specs_by_hash
 SELECT DISTINCT ON (spec_hash) spec_hash, spec, registration
 FROM definition_revisions WHERE spec_hash = ANY($1::text[]);
+
+-- name: registrations_by_hash
+SELECT DISTINCT ON (spec_hash) spec_hash, registration
+FROM definition_revisions WHERE spec_hash = ANY($1::text[]);
+
+-- name: revisions_compile
+-- A revision written before compiled specs existed (or compiled in an older layout):
+-- store what the tick compiled from its spec, for every revision of that spec.
+UPDATE definition_revisions SET compiled = $2, payload = $3
+WHERE spec_hash = $1
+  AND (compiled IS NULL OR payload IS NULL OR (compiled ->> 'version')::int IS DISTINCT FROM $4);
 
 -- name: definitions_lock_batch
 -- Phase 2 of a tick: lock the planned definitions; rows another replica holds are skipped.
@@ -324,24 +364,104 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
   ON b.tenant_id = k.tenant_id AND b.definition_id = k.definition_id
  AND b.binding_id = k.binding_id AND b.period_start = k.period_start;
 
--- name: occurrences_claim
--- The claim is the insert: a key that exists already loses, silently, here. Rows were
--- COPYed into the session's staging table (wk_stage_occurrences) just before.
-INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id,
-                         revision, scheduled_for, not_before, expires_at, zone, local_wall, fold,
-                         decision, reason, late, lateness_seconds, run_status, run_deadline_at,
-                         tzdata_version, decided_at, decided_by)
-SELECT s.*, $1::text, $2::timestamptz, $3::text FROM wk_stage_occurrences s
-ON CONFLICT DO NOTHING
-RETURNING tenant_id, definition_id, binding_id, slot, kind;
+-- name: admission_write
+-- One statement per admission batch (DESIGN "Admission": set-based, each occurrence still
+-- keyed). o: one row per candidate occurrence. claimed: the claim is the insert — a key
+-- that exists already loses, silently, here (the primary key is the at-most-once
+-- mechanism). A task is inserted for every claimed occurrence whose plan admits one
+-- (task_status not NULL); its payload is the operator binding's ($27) or, for a
+-- user-confirmed definition (NULL), its revision's (definition_revisions.payload) with
+-- $26 merged into that payload's params (the runtime's schedule stamp; an operator
+-- binding's $26 is its whole params). Every planned definition's cursor advances
+-- ($31-$36; a manual trigger leaves it). Returns the ordinals (1-based) of the claimed
+-- occurrences.
+WITH o AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                         $6::text[], $7::integer[], $8::timestamptz[], $9::timestamptz[],
+                         $10::timestamptz[], $11::text[], $12::timestamp[], $13::smallint[],
+                         $14::text[], $15::text[], $16::boolean[], $17::float8[], $18::text[],
+                         $19::timestamptz[], $20::text[], $21::text[], $22::bigint[],
+                         $23::text[], $24::float8[], $25::integer[], $26::jsonb[], $27::jsonb[])
+        WITH ORDINALITY AS i (tenant_id, definition_id, binding_id, slot, kind,
+                              definition_tenant_id, revision, scheduled_for, not_before,
+                              expires_at, zone, local_wall, fold, decision, reason, late,
+                              lateness_seconds, run_status, run_deadline_at, task_status,
+                              owner_user_id, held_behind, late_policy, deadline_seconds,
+                              max_attempts, params, payload, n)
+),
+claimed AS (
+    INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind,
+                             definition_tenant_id, revision, scheduled_for, not_before,
+                             expires_at, zone, local_wall, fold, decision, reason, late,
+                             lateness_seconds, run_status, run_deadline_at, tzdata_version,
+                             decided_at, decided_by)
+    SELECT tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id, revision,
+           scheduled_for, not_before, expires_at, zone, local_wall, fold, decision, reason,
+           late, lateness_seconds, run_status, run_deadline_at, $28::text, $29::timestamptz,
+           $30::text
+    FROM o
+    ON CONFLICT DO NOTHING
+    RETURNING tenant_id, definition_id, binding_id, slot, kind
+),
+kept AS (
+    SELECT o.* FROM o JOIN claimed c USING (tenant_id, definition_id, binding_id, slot, kind)
+),
+admitted AS (
+    INSERT INTO tasks (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind,
+                       revision, owner_user_id, agent, message, params, delivery, audiences,
+                       status, status_reason, late, late_policy, scheduled_for, not_before,
+                       expires_at, deadline_seconds, max_attempts, held_behind, admitted_at)
+    SELECT k.tenant_id, k.definition_tenant_id, k.definition_id, k.binding_id, k.slot, k.kind,
+           k.revision, k.owner_user_id, p.payload ->> 'agent', p.payload ->> 'message',
+           CASE WHEN k.payload IS NULL THEN coalesce(p.payload -> 'params', '{}') || k.params
+                ELSE k.params END,
+           p.payload -> 'delivery', nullif(p.payload -> 'audiences', 'null'),
+           k.task_status, k.reason, k.late, k.late_policy, k.scheduled_for, k.not_before,
+           k.expires_at, k.deadline_seconds, k.max_attempts, k.held_behind, $29::timestamptz
+    FROM kept k
+    CROSS JOIN LATERAL (
+        SELECT coalesce(k.payload, (
+            SELECT r.payload FROM definition_revisions r
+            WHERE r.tenant_id = k.definition_tenant_id AND r.definition_id = k.definition_id
+              AND r.revision = k.revision)) AS payload
+    ) p
+    WHERE k.task_status IS NOT NULL
+),
+advanced AS (
+    UPDATE definitions d
+    SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
+        status = a.status, updated_at = $29::timestamptz
+    FROM unnest($31::text[], $32::text[], $33::timestamptz[], $34::bigint[],
+                $35::timestamptz[], $36::text[])
+         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
+    WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
+      AND d.definition_id = ANY($32::text[])  -- lets the planner use the primary key
+)
+SELECT coalesce(array_agg(n ORDER BY n), '{}') AS claimed FROM kept;
 
 -- name: tasks_insert
--- Rows were COPYed into the session's staging table (wk_stage_tasks) just before.
+-- Rows were COPYed into the session's staging table (wk_stage_tasks) just before. A row
+-- with no agent is a user-confirmed definition's: its agent, message, delivery and
+-- audiences are its revision's payload, its params that payload's merged with the
+-- staged ones (what the runtime stamps), as in admission_write.
 INSERT INTO tasks (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind,
                    revision, owner_user_id, agent, message, params, delivery, audiences,
                    status, status_reason, late, late_policy, scheduled_for, not_before,
                    expires_at, deadline_seconds, max_attempts, held_behind, admitted_at)
-SELECT s.*, $1::timestamptz FROM wk_stage_tasks s;
+SELECT s.tenant_id, s.definition_tenant_id, s.definition_id, s.binding_id, s.slot, s.kind,
+       s.revision, s.owner_user_id, coalesce(s.agent, r.payload ->> 'agent'),
+       coalesce(s.message, r.payload ->> 'message'),
+       CASE WHEN s.agent IS NULL THEN coalesce(r.payload -> 'params', '{}') || s.params
+            ELSE s.params END,
+       CASE WHEN s.agent IS NULL THEN r.payload -> 'delivery' ELSE s.delivery END,
+       CASE WHEN s.agent IS NULL THEN nullif(r.payload -> 'audiences', 'null')
+            ELSE s.audiences END,
+       s.status, s.status_reason, s.late, s.late_policy, s.scheduled_for, s.not_before,
+       s.expires_at, s.deadline_seconds, s.max_attempts, s.held_behind, $1::timestamptz
+FROM wk_stage_tasks s
+LEFT JOIN definition_revisions r
+  ON s.agent IS NULL AND r.tenant_id = s.definition_tenant_id
+ AND r.definition_id = s.definition_id AND r.revision = s.revision;
 
 -- name: budget_consume
 INSERT INTO budget_ledger AS b (tenant_id, definition_id, binding_id, period_start, period_end,
