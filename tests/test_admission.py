@@ -451,3 +451,56 @@ async def test_review_never_decides_another_tenants_occurrence(db: Database) -> 
                              binding_id="owner", definition_tenant_id=tenant)
     acme = [o for o in await occurrences(db, "rv") if o["tenant_id"] == "acme"]
     assert [o["decision"] for o in acme] == ["review_required"]
+
+
+PAYLOAD_SPEC = {"trigger": {"type": "cron", "expr": "0 9 * * *", "zone": "Europe/Paris"},
+                "instructions": "Review the holdings; say only what changed.",
+                "agent": {"name": "digest", "params": {"depth": 2, "tags": ["a", "b"]}},
+                "audiences": ["research"], "overrun": "allow",
+                "delivery": [{"channel": "file", "destination": "n.jsonl"},
+                             {"channel": "log", "destination": ""}]}
+
+
+async def test_every_task_carries_its_revisions_payload(db: Database) -> None:
+    """A scheduled task and a manual one of the same revision carry the spec's agent,
+    instructions, params (plus the runtime's schedule stamp), deliveries and audiences,
+    copied in SQL from the revision's payload; a spec with none has the defaults."""
+    clock = FakeClock(utc("2026-06-01T06:00:00Z"))
+    me = await confirmed(db, clock, PAYLOAD_SPEC)
+    await confirmed(db, clock, {"trigger": {"type": "interval", "every": 3600}},
+                    definition_id="plain", principal=me)
+    clock.set_wall(utc("2026-06-01T07:00:01Z"))
+    assert (await tick(db, clock)).admitted == 2
+    await trigger_now(db, clock, me, "acme", "d1")
+    rows = await db.pool.fetch(
+        "SELECT definition_id, kind, slot, agent, message, params, delivery, audiences FROM tasks "
+        "ORDER BY definition_id, kind DESC")
+    spec = parse_spec({"version": 1, **PAYLOAD_SPEC})
+    for row in rows[:2]:
+        assert (row["agent"], row["message"], row["audiences"]) == (
+            "digest", spec.instructions, ["research"])
+        assert row["delivery"] == [d.model_dump(mode="json") for d in spec.delivery]
+        assert row["params"] == {"depth": 2, "tags": ["a", "b"], "schedule": {
+            "definition_id": "d1", "revision": 1, "slot": row["slot"], "kind": row["kind"],
+            "scheduled_for": row["params"]["schedule"]["scheduled_for"]}}
+    assert [r["kind"] for r in rows[:2]] == ["scheduled", "manual"]
+    assert rows[0]["params"]["schedule"]["scheduled_for"] == "2026-06-01T07:00:00Z"
+    plain = rows[2]
+    assert (plain["agent"], plain["message"], plain["audiences"]) == ("digest", "", None)
+    assert plain["delivery"] == [{"channel": "log", "destination": ""}]
+    assert set(plain["params"]) == {"schedule"}
+
+
+async def test_a_revision_without_a_compiled_spec_is_compiled_at_its_tick(db: Database) -> None:
+    """A revision an older release wrote (no compiled spec, no payload) is admitted all the
+    same: the tick compiles its stored spec once and stores the result."""
+    clock = FakeClock(utc("2026-06-01T06:00:00Z"))
+    await confirmed(db, clock, PAYLOAD_SPEC)
+    expected = await db.pool.fetchrow("SELECT compiled, payload FROM definition_revisions")
+    await db.pool.execute("UPDATE definition_revisions SET compiled = NULL, payload = NULL")
+    clock.set_wall(utc("2026-06-01T07:00:01Z"))
+    assert (await tick(db, clock)).admitted == 1
+    stored = await db.pool.fetchrow("SELECT compiled, payload FROM definition_revisions")
+    assert (stored["compiled"], stored["payload"]) == (expected["compiled"], expected["payload"])
+    task = await db.pool.fetchrow("SELECT message, audiences FROM tasks")
+    assert tuple(task) == (PAYLOAD_SPEC["instructions"], ["research"])

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ._errors import NonAdvancingScheduleError
 from ._slots import Slot, utc_slot_key
@@ -113,8 +112,7 @@ class AtSchedule:
                        self.instant.replace(tzinfo=None), note=self.note)
 
 
-@dataclass(frozen=True, slots=True)
-class SlotRange:
+class SlotRange(NamedTuple):
     """Consecutive slots recorded as one range: first, last and how many."""
 
     first: Slot
@@ -122,8 +120,7 @@ class SlotRange:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
-class DueWindow:
+class DueWindow(NamedTuple):
     """What a tick sees of one schedule, without keeping every missed slot in memory.
 
     Attributes:

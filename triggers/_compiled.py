@@ -15,18 +15,18 @@ parser agree, field by field and slot by slot.
 carries (agent, instructions, params, delivery, audiences), stored beside the spec so
 admission copies it in SQL instead of decoding the spec in Python.
 
-Shapes: durations are whole microseconds (``int``) in the JSON, instants ISO 8601 UTC
-strings; ``version`` is :data:`COMPILED_VERSION`, and data of another version is not
-read (the caller compiles the spec again).
+Shapes: one positional JSON array (:meth:`CompiledSpec.to_json` gives the layout);
+durations are whole microseconds (``int``), instants ISO 8601 UTC strings; its first
+value is :data:`COMPILED_VERSION`, and data of another version is not read (the caller
+compiles the spec again).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
 from ._cron import CronExpression, CronSchedule
@@ -43,9 +43,9 @@ COMPILED_VERSION = 1
 _US = timedelta(microseconds=1)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledSpec:
-    """The schedule and admission policy of a spec.
+class CompiledSpec(NamedTuple):
+    """The schedule and admission policy of a spec (an immutable record: a named tuple,
+    the cheapest to build, since every due row of a distinct spec builds one).
 
     Attributes:
         calendar: the trigger's calendar (a condition's poll grid for conditions).
@@ -82,38 +82,65 @@ class CompiledSpec:
             slots_seen: occurrences already enumerated under this revision (for ``after``).
         """
         remaining = None if self.after is None else max(self.after - slots_seen, 0)
-        return due_window(self.calendar, cursor, now, until=self.until, remaining=remaining)
+        calendar = self.calendar
+        if isinstance(calendar, CronSchedule):
+            quick = calendar.quick_window(cursor, now, until=self.until, remaining=remaining)
+            if quick is not None:
+                return quick
+        return due_window(calendar, cursor, now, until=self.until, remaining=remaining)
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON data, read back by :meth:`from_json`."""
-        return {"version": COMPILED_VERSION, "trigger": _calendar_json(self.trigger, self.calendar),
-                "until": _instant(self.until), "after": self.after,
-                "jitter_us": self.jitter // _US, "late_policy": self.late_policy.value,
-                "late_grace_us": self.late_grace // _US, "overrun": self.overrun.value,
-                "deadline_us": self.deadline // _US, "max_attempts": self.max_attempts,
-                "task_limit": self.task_limit, "period": self.period.value, "zone": self.zone}
+    def to_json(self) -> list[Any]:
+        """Plain JSON data, read back by :meth:`from_json`: one positional array (it is
+        decoded on every tick of every distinct spec, and an array of plain values is the
+        cheapest JSON to read)::
+
+            [version, trigger, calendar, until, after, jitter_us, late_policy,
+             late_grace_us, overrun, deadline_us, max_attempts, task_limit, period, zone]
+
+        ``calendar`` is ``[expr, zone, dst_gap, fixed_time, day_or, [5 masks]]`` for
+        cron, ``[every_us, anchor]`` for interval and condition (the poll grid),
+        ``[instant, zone, note]`` for at.
+        """
+        return [COMPILED_VERSION, self.trigger, _calendar_json(self.calendar),
+                _instant(self.until), self.after, self.jitter // _US, self.late_policy.value,
+                self.late_grace // _US, self.overrun.value, self.deadline // _US,
+                self.max_attempts, self.task_limit, self.period.value, self.zone]
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | str) -> CompiledSpec | None:
+    def from_json(cls, data: Sequence[Any] | str) -> CompiledSpec | None:
         """Read what :meth:`to_json` wrote; ``None`` when ``data`` is of another
-        :data:`COMPILED_VERSION` (compile the spec again). Nothing is validated.
+        :data:`COMPILED_VERSION` (or layout: compile the spec again). Nothing is validated.
 
         Raises:
-            KeyError, TypeError, ValueError: ``data`` was not written by :meth:`to_json`.
+            IndexError, TypeError, ValueError: ``data`` was not written by :meth:`to_json`.
         """
         if isinstance(data, str):
             data = json.loads(data)
-        if data.get("version") != COMPILED_VERSION:
+        if not isinstance(data, list) or data[0] != COMPILED_VERSION:
             return None
-        trigger = data["trigger"]
-        until = data["until"]
+        (_, trigger, calendar, until, after, jitter, policy, grace, overrun, deadline,
+         attempts, limit, period, zone) = data
         return cls(
-            _calendar_of(trigger), trigger["type"],
-            None if until is None else datetime.fromisoformat(until), data["after"],
-            timedelta(microseconds=data["jitter_us"]), LatePolicy(data["late_policy"]),
-            timedelta(microseconds=data["late_grace_us"]), OverrunPolicy(data["overrun"]),
-            timedelta(microseconds=data["deadline_us"]), data["max_attempts"],
-            data["task_limit"], Period(data["period"]), data["zone"])
+            _calendar_of(trigger, calendar), trigger,
+            None if until is None else datetime.fromisoformat(until), after,
+            _duration(jitter), _POLICIES[policy], _duration(grace), _OVERRUNS[overrun],
+            _duration(deadline), attempts, limit, _PERIODS[period], zone)
+
+
+def _duration(microseconds: int) -> timedelta:
+    """``timedelta(microseconds=...)``, shared: graces and deadlines repeat across specs."""
+    value = _DURATIONS.get(microseconds)
+    if value is None:
+        if len(_DURATIONS) > 4096:
+            _DURATIONS.clear()
+        value = _DURATIONS[microseconds] = timedelta(microseconds=microseconds)
+    return value
+
+
+_DURATIONS: dict[int, timedelta] = {}
+_POLICIES = {p.value: p for p in LatePolicy}
+_OVERRUNS = {p.value: p for p in OverrunPolicy}
+_PERIODS = {p.value: p for p in Period}
 
 
 def compile_spec(spec: SpecV1) -> CompiledSpec:
@@ -140,28 +167,23 @@ def _instant(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat()
 
 
-def _calendar_json(kind: str, calendar: Calendar) -> dict[str, Any]:
+def _calendar_json(calendar: Calendar) -> list[Any]:
     if isinstance(calendar, CronSchedule):
         expr = calendar.expr
-        return {"type": kind, "expr": expr.text, "zone": calendar.zone_name,
-                "dst_gap": calendar.dst_gap, "fixed_time": expr.fixed_time,
-                "day_or": expr.day_or, "masks": list(expr.masks)}
+        return [expr.text, calendar.zone_name, calendar.dst_gap, expr.fixed_time, expr.day_or,
+                list(expr.masks)]
     if isinstance(calendar, IntervalSchedule):
-        return {"type": kind, "every_us": calendar.every // _US,
-                "anchor": _instant(calendar.anchor)}
+        return [calendar.every // _US, _instant(calendar.anchor)]
     assert isinstance(calendar, AtSchedule)
-    return {"type": kind, "instant": _instant(calendar.instant), "zone": calendar.zone,
-            "note": calendar.note}
+    return [_instant(calendar.instant), calendar.zone, calendar.note]
 
 
-def _calendar_of(data: Mapping[str, Any]) -> Calendar:
-    kind = data["type"]
+def _calendar_of(kind: str, data: Sequence[Any]) -> Calendar:
     if kind == "cron":
-        masks = data["masks"]
-        expr = CronExpression(data["expr"], data["fixed_time"], data["day_or"],
-                              (masks[0], masks[1], masks[2], masks[3], masks[4]))
-        return CronSchedule(expr, data["zone"], data["dst_gap"])
+        text, zone, gap, fixed, day_or, masks = data
+        expr = CronExpression(text, fixed, day_or, (masks[0], masks[1], masks[2], masks[3],
+                                                    masks[4]))
+        return CronSchedule(expr, zone, gap)
     if kind in ("interval", "condition"):
-        return IntervalSchedule(timedelta(microseconds=data["every_us"]),
-                                datetime.fromisoformat(data["anchor"]))
-    return AtSchedule(datetime.fromisoformat(data["instant"]), data["zone"], data["note"])
+        return IntervalSchedule(timedelta(microseconds=data[0]), datetime.fromisoformat(data[1]))
+    return AtSchedule(datetime.fromisoformat(data[0]), data[1], data[2])

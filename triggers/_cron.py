@@ -35,6 +35,7 @@ from typing import Literal
 
 from croniter import CroniterBadCronError, CroniterError, croniter
 
+from ._calendar import DueWindow
 from ._errors import NonAdvancingScheduleError, NoOccurrenceError, SpecError, SpecProblems
 from ._slots import Slot, SlotSkip, cron_slot_key
 from ._zones import WallKind, WallTime, classify_wall, load_zone
@@ -301,6 +302,41 @@ class CronSchedule:
         walls = _walls_from(self.expr, self._start_wall(after))
         yield from _emit_after(self._slots_in_wall_order(walls), after)
 
+    def quick_window(self, cursor: datetime, now: datetime, *, until: datetime | None = None,
+                     remaining: int | None = None) -> DueWindow | None:
+        """:func:`~triggers.due_window` of this schedule in its common case, in a few
+        microseconds; ``None`` when the general enumeration must decide.
+
+        The common case: the cursor's wall time and the next two matching wall times
+        each belong to exactly one instant (no DST transition touches them), at most one
+        slot is due, and the ends are not near. Then the slots are plain (fold 0, no skip,
+        no note) and lie in wall order, so the window is read off two steps of the masks.
+        ``tests/test_cron_quick.py`` checks (hypothesis) that it equals the general
+        enumeration wherever it answers, DST zones included.
+        """
+        if remaining is not None and remaining < 2:
+            return None
+        zone, name = self.zone, self.zone_name
+        local = cursor.astimezone(zone)
+        if local.fold or zone.utcoffset(datetime(  # noqa: DTZ001 - the cursor's wall, second fold
+                local.year, local.month, local.day, local.hour, local.minute, local.second,
+                local.microsecond, fold=1)) != local.utcoffset():
+            return None
+        walls = self.expr.walls_from(datetime(  # noqa: DTZ001 - a wall time
+            local.year, local.month, local.day, local.hour, local.minute) + _ONE_MINUTE)
+        first = _plain_slot(next(walls, None), zone, name)
+        if first is None:
+            return None
+        if first.scheduled_for > now:
+            if until is not None and first.scheduled_for > until:
+                return None
+            return DueWindow(0, None, None, None, None, first)
+        second = _plain_slot(next(walls, None), zone, name)
+        if second is None or second.scheduled_for <= now or (
+                until is not None and second.scheduled_for > until):
+            return None
+        return DueWindow(1, first, first, None, None, second)
+
     def _start_wall(self, after: datetime) -> datetime:
         """The earliest wall time whose instants can lie after ``after``.
 
@@ -385,6 +421,23 @@ class CronSchedule:
             f"{wt.wall:%H:%M} does not exist on {wt.wall:%Y-%m-%d} in {self.zone_name} "
             f"(clocks jump from {before:{shape}} to {after:{shape}}{_fmt_offset(after)})"
         )
+
+
+_ONE_MINUTE = timedelta(minutes=1)
+
+
+def _plain_slot(wall: datetime | None, zone: zoneinfo.ZoneInfo, zone_name: str) -> Slot | None:
+    """The slot of a matching naive ``wall`` if exactly one instant has it (it reads the
+    same in both folds, PEP 495), else ``None``."""
+    if wall is None:
+        return None
+    offset = zone.utcoffset(wall)
+    year, month, day, hour, minute = wall.year, wall.month, wall.day, wall.hour, wall.minute
+    if offset is None or offset != zone.utcoffset(
+            datetime(year, month, day, hour, minute, fold=1)):  # noqa: DTZ001 - a wall time
+        return None
+    return Slot(f"{wall.isoformat(timespec='minutes')}[{zone_name}]",
+                datetime(year, month, day, hour, minute, tzinfo=UTC) - offset, zone_name, wall)
 
 
 _RUN_AFTER = "; runs once at the first instant after the gap (dst_gap=run_after)."

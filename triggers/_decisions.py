@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from ._slots import Slot
@@ -82,8 +83,7 @@ class EventKind(enum.StrEnum):
     SCHEDULE_ENDED = "schedule_ended"
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(NamedTuple):
     """The eligibility window of one occurrence, all aware UTC instants.
 
     ``not_before = scheduled_for + jitter``; ``expires_at = not_before + late_grace``;
@@ -116,8 +116,7 @@ def occurrence_timing(
     return Timing(slot.scheduled_for, not_before, not_before + late_grace)
 
 
-@dataclass(frozen=True, slots=True)
-class LatenessVerdict:
+class LatenessVerdict(NamedTuple):
     """Outcome of the lateness rule for a candidate occurrence.
 
     Attributes:
@@ -157,8 +156,7 @@ def decide_lateness(slot: Slot, timing: Timing, now: datetime, policy: LatePolic
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ActiveTask:
+class ActiveTask(NamedTuple):
     """A task of the same definition and binding that has not ended.
 
     ``status`` is one of ``pending``, ``held``, ``running``, ``suspended`` (a task
@@ -169,8 +167,7 @@ class ActiveTask:
     status: str
 
 
-@dataclass(frozen=True, slots=True)
-class OverrunVerdict:
+class OverrunVerdict(NamedTuple):
     """Outcome of the overrun rule.
 
     Attributes:
@@ -186,10 +183,13 @@ class OverrunVerdict:
     reason: str
 
 
+_NOTHING_RUNNING = OverrunVerdict(True, None, (), "no previous task running")
+
+
 def decide_overrun(policy: OverrunPolicy, active: Sequence[ActiveTask]) -> OverrunVerdict:
     """Apply the overrun policy given the binding's tasks that have not ended."""
     if not active:
-        return OverrunVerdict(True, None, (), "no previous task running")
+        return _NOTHING_RUNNING
     latest = max(active, key=lambda t: t.task_id)
     still = f"task {latest.task_id} of a previous occurrence is still {latest.status}"
     if policy is OverrunPolicy.ALLOW:
@@ -259,8 +259,7 @@ def decide_budget(state: BudgetState | None) -> tuple[bool, str]:
     return False, f"task budget exhausted: {state.used} of {state.limit} used in this period"
 
 
-@dataclass(frozen=True, slots=True)
-class AdmissionVerdict:
+class AdmissionVerdict(NamedTuple):
     """The final decision for a candidate occurrence (DESIGN "Admission").
 
     Attributes:

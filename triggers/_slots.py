@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import enum
 import zoneinfo
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 __all__ = ["Slot", "SlotSkip", "cron_slot_key", "utc_slot_key", "format_utc"]
 
@@ -24,8 +24,7 @@ class SlotSkip(enum.Enum):
     """A fixed-time cron slot whose local wall time does not exist (spring-forward gap)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
+class Slot(NamedTuple):
     """One calendar opportunity.
 
     Attributes:

@@ -35,7 +35,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
 
 from ._agent_params import MODEL_AGENT, RESERVED_PARAM_KEYS, ModelAgentParams
-from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
+from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule
 from ._compiled import CompiledSpec, compile_spec
 from ._conditions import Predicate, check_bounds
 from ._cron import CronExpression, CronSchedule, DstGap
@@ -620,8 +620,7 @@ class SpecV1(_Model):
         ``slots_seen`` counts the occurrences already enumerated under this revision
         (skipped ones included), for ``ends.after``.
         """
-        remaining = None if self.ends.after is None else max(self.ends.after - slots_seen, 0)
-        return due_window(self.calendar(), cursor, now, until=self.ends.until, remaining=remaining)
+        return self.compiled.window(cursor, now, slots_seen)
 
     @functools.cached_property
     def compiled(self) -> CompiledSpec:

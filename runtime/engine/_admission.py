@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -208,7 +209,7 @@ async def _require_real_owners(tx: Connection, plans: Sequence[Plan]) -> Sequenc
                           if isinstance(c.binding, Binding)} & missing)
         if unknown:
             names = ", ".join(f"{t}/{u}" for t, u in unknown)
-            plan = replace(plan, candidates=(), bindings_error=f"owner user(s) {names} do not exist")
+            plan = plan._replace(candidates=(), bindings_error=f"owner user(s) {names} do not exist")
         out.append(plan)
     return out
 
@@ -285,51 +286,70 @@ async def budget_states(tx: Connection, wanted: list[tuple[Plan, Candidate]]
 
 async def _write(tx: Connection, plans: Sequence[Plan], verdicts: Verdicts, now: datetime,
                  actor: str) -> list[int]:
-    """``admission_write``: claim, insert tasks, advance; the indexes (0-based, into
-    ``verdicts``) of the claimed occurrences."""
-    moving = [p for p in plans if not p.manual]
-    if not verdicts and not moving:
+    """Stage the batch (:data:`STAGE_COLUMNS`) and run ``admission_write``: claim, insert
+    tasks, advance; the indexes (into ``verdicts``) of the claimed occurrences."""
+    rows: list[tuple[Any, ...]] = []
+    index = 0
+    for plan in plans:
+        advance = _NO_ADVANCE if plan.manual else (
+            plan.new_cursor, plan.due.slots_seen + plan.window.count,
+            None if plan.failure else plan.next_due_at,
+            "failed" if plan.failure else "completed" if plan.window.ended else "active")
+        if not plan.candidates:
+            if not plan.manual:
+                rows.append((None, plan.due.tenant_id, plan.due.definition_id, *_NO_CANDIDATE,
+                             *advance))
+            continue
+        for cand in plan.candidates:
+            _, _, verdict, _ = verdicts[index]
+            rows.append((index, *_candidate_columns(plan, cand, verdict, now), *advance))
+            advance = _NO_ADVANCE
+            index += 1
+    if not rows:
         return []
-    columns: list[list[Any]] = [[] for _ in range(27)]
-    for plan, cand, verdict, _ in verdicts:
-        for column, value in zip(columns, _write_row(plan, cand, verdict, now), strict=True):
-            column.append(value)
-    advance = [
-        [p.due.tenant_id for p in moving], [p.due.definition_id for p in moving],
-        [p.new_cursor for p in moving], [p.due.slots_seen + p.window.count for p in moving],
-        [None if p.failure else p.next_due_at for p in moving],
-        ["failed" if p.failure else "completed" if p.window.ended else "active" for p in moving],
-    ]
-    claimed = await tx.fetchval("admission_write", *columns, tzdata_version(), now, actor,
-                                *advance)
-    return [n - 1 for n in claimed]
+    await tx.stage("wk_stage_admission", STAGE_COLUMNS, rows)
+    return list(await tx.fetchval("admission_write", tzdata_version(), now, actor))
 
 
-def _write_row(plan: Plan, cand: Candidate, verdict: AdmissionVerdict,
-               now: datetime) -> tuple[Any, ...]:
-    """One row of ``admission_write`` (its columns $1-$27)."""
+STAGE_COLUMNS = (
+    "n", "tenant_id", "definition_id", "binding_id", "slot", "kind", "definition_tenant_id",
+    "revision", "scheduled_for", "not_before", "expires_at", "zone", "local_wall", "fold",
+    "decision", "reason", "late", "lateness_seconds", "run_status", "run_deadline_at",
+    "task_status", "owner_user_id", "held_behind", "late_policy", "deadline_seconds",
+    "max_attempts", "params", "payload", "cursor_at", "slots_seen", "next_due_at", "status",
+)
+"""The columns of ``wk_stage_admission``, staged for ``admission_write``."""
+_NO_ADVANCE = (None, None, None, None)
+_NO_CANDIDATE = (None,) * 25
+
+
+def _candidate_columns(plan: Plan, cand: Candidate, verdict: AdmissionVerdict,
+                       now: datetime) -> tuple[Any, ...]:
+    """A candidate's columns of :data:`STAGE_COLUMNS`, from ``tenant_id`` to ``payload``."""
     due, slot, timing = plan.due, cand.slot, cand.timing
     decision = verdict.decision
-    runs = cand.binding is None and decision is Decision.ADMITTED
+    binding = cand.binding
+    runs = binding is None and decision is Decision.ADMITTED
+    run_deadline = None
     if runs:
         stale_after = float((due.registration or {}).get("stale_claim_after", 120))
-        run_deadline: datetime | None = now + timedelta(seconds=stale_after)
-    else:
-        run_deadline = None
-    task = decision is Decision.ADMITTED and cand.binding is not None
+        run_deadline = now + timedelta(seconds=stale_after)
     params: Any = None
     payload: Any = None
     owner: str | None = None
+    task = decision is Decision.ADMITTED and binding is not None
     if task:
-        stamp = {"schedule": trusted_schedule(due.definition_id, due.revision, slot.key, cand.kind,
-                                              slot.scheduled_for)}
-        if isinstance(cand.binding, Owner):
-            owner, params = cand.binding.user_id, JsonText(json.dumps(stamp))
+        if isinstance(binding, Owner):
+            owner = binding.user_id
+            params = JsonText(schedule_stamp(due.definition_id, due.revision, slot.key, cand.kind,
+                                             slot.scheduled_for))
         else:
-            assert cand.binding is not None
-            owner = cand.binding.owner_user_id
-            params = JsonText(json.dumps({**cand.binding.params, **stamp}))
-            payload = _binding_payload(cand.binding)
+            assert binding is not None
+            owner = binding.owner_user_id
+            stamp = trusted_schedule(due.definition_id, due.revision, slot.key, cand.kind,
+                                     slot.scheduled_for)
+            params = JsonText(json.dumps({**binding.params, "schedule": stamp}))
+            payload = JsonText(json.dumps(_binding_payload(binding)))
     compiled = due.compiled
     return (
         cand.tenant_id, due.definition_id, cand.binding_id, slot.key, cand.kind, due.tenant_id,
@@ -435,6 +455,23 @@ def trusted_schedule(definition_id: str, revision: int, slot: str, kind: str,
     bindings may not set this key, so an agent can trust it."""
     return {"definition_id": definition_id, "revision": revision, "slot": slot, "kind": kind,
             "scheduled_for": format_utc(scheduled_for)}
+
+
+def schedule_stamp(definition_id: str, revision: int, slot: str, kind: str,
+                   scheduled_for: datetime) -> str:
+    """``{"schedule": trusted_schedule(...)}`` as JSON text, the same as ``json.dumps``
+    writes it, built without the encoder when no string needs escaping (identifiers,
+    slot keys and zone names never do; anything else goes through ``json.dumps``)."""
+    when = format_utc(scheduled_for)
+    if not all(_PLAIN_JSON.fullmatch(text) for text in (definition_id, slot, kind)):
+        return json.dumps({"schedule": trusted_schedule(definition_id, revision, slot, kind,
+                                                        scheduled_for)})
+    return (f'{{"schedule": {{"definition_id": "{definition_id}", "revision": {int(revision)}, '
+            f'"slot": "{slot}", "kind": "{kind}", "scheduled_for": "{when}"}}}}')
+
+
+_PLAIN_JSON = re.compile(r"[A-Za-z0-9._:@#/+\[\]-]*")
+"""Characters a JSON string holds as themselves (no escape), in what a stamp contains."""
 
 
 async def _record_events(tx: Connection, kept: Sequence[Plan], fenced: Sequence[Plan],

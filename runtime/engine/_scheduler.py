@@ -29,16 +29,21 @@ due instant commit within milliseconds; later batches take ``batch_size``."""
 
 async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
                actor: str = "tick", batch_size: int = 1000, execute_runs: bool = True,
-               now: datetime | None = None) -> TickReport:
+               now: datetime | None = None, lanes: int = 2) -> TickReport:
     """Run one tick at ``now`` (default ``clock.now()``).
 
     Args:
         registry: operator definitions available in this process (resolvers and
             ``run`` callables); definitions it lacks are left to a process that has them.
         actor: recorded as ``decided_by`` (a supervisor id).
-        batch_size: definitions per admission transaction.
+        batch_size: definitions per admission transaction (the first one takes at most
+            :data:`FIRST_BATCH`, so the first tasks of a due instant commit at once).
         execute_runs: await claimed ``run`` callables before returning (the CLI's
             one-shot tick); the supervisor runs them in the background instead.
+        lanes: admission transactions in flight at once, each on its own connection,
+            once more is due than the first batch took: while PostgreSQL writes one
+            batch this process plans the next. They split the due rows as replicas do
+            (``SKIP LOCKED``), so no row is planned twice.
 
     Raises:
         DatabaseUnavailable: PostgreSQL is unreachable (the tick may be retried:
@@ -47,13 +52,15 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
     registry = registry or Registry()
     now = clock.now() if now is None else now
     total = TickReport()
+    # phase A: user-confirmed definitions, planned under their row locks
+    report, after = await admit_due(db, now, min(batch_size, FIRST_BATCH), FIRST_KEY, actor,
+                                    registry)
+    total.merge(report)
+    if after is not None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(max(lanes, 1)):
+                tg.start_soon(_lane, db, now, batch_size, after, actor, registry, total)
     position: DueKey | None = FIRST_KEY
-    size = min(batch_size, FIRST_BATCH)
-    while position is not None:  # phase A: user-confirmed, planned under their row locks
-        report, position = await admit_due(db, now, size, position, actor, registry)
-        total.merge(report)
-        size = batch_size
-    position = FIRST_KEY
     while position is not None:  # phase B: operator-registered (resolvers may do I/O)
         due, position = await read_due(db, now, batch_size, position)
         if due:
@@ -65,6 +72,16 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
         for unit in total.runs:
             await execute_run(db, clock, registry, unit)
     return total
+
+
+async def _lane(db: Database, now: datetime, batch_size: int, after: DueKey, actor: str,
+                registry: Registry, total: TickReport) -> None:
+    """Admit batch after batch of due user-confirmed definitions from ``after`` on, until
+    none is left that another lane or replica does not hold."""
+    position: DueKey | None = after
+    while position is not None:
+        report, position = await admit_due(db, now, batch_size, position, actor, registry)
+        total.merge(report)
 
 
 async def execute_run(db: Database, clock: Clock, registry: Registry, unit: RunUnit) -> bool:

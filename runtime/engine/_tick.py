@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -45,8 +44,7 @@ __all__ = ["FIRST_KEY", "Candidate", "DueDefinition", "DueKey", "Owner", "Plan",
 log = logging.getLogger("watchkeeper.tick")
 
 
-@dataclass(frozen=True, slots=True)
-class DueDefinition:
+class DueDefinition(NamedTuple):
     """A due definition as read in phase 1 (the state a plan is computed under).
 
     Attributes:
@@ -70,8 +68,7 @@ class DueDefinition:
     busy: bool | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
+class Owner(NamedTuple):
     """The one binding of a user-confirmed definition: its owner. The task's payload
     (agent, instructions, params, delivery, audiences) is the revision's own
     (``definition_revisions.payload``), copied in SQL by the admission statement."""
@@ -79,8 +76,7 @@ class Owner:
     user_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """The candidate occurrence of one binding.
 
     Attributes:
@@ -98,8 +94,7 @@ class Candidate:
     kind: str = "scheduled"
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """What one tick intends for one definition.
 
     Attributes:
@@ -212,12 +207,15 @@ async def compiled_specs(conn: Connection, rows: Sequence[Any]) -> dict[str, Com
             _COMPILED[digest] = compiled
         out[digest] = compiled
     if stale:
+        hashes, compiled_json, payloads = [], [], []
         for stored in await conn.fetch("specs_by_hash", stale):
             spec = spec_from_json(stored["spec_hash"], stored["spec"])
             out[stored["spec_hash"]] = spec.compiled
-            await conn.execute("revisions_compile", stored["spec_hash"],
-                               JsonText(json.dumps(spec.compiled.to_json())),
-                               JsonText(json.dumps(user_payload(spec))), COMPILED_VERSION)
+            hashes.append(stored["spec_hash"])
+            compiled_json.append(JsonText(json.dumps(spec.compiled.to_json())))
+            payloads.append(JsonText(json.dumps(user_payload(spec))))
+        await conn.execute("revisions_compile", hashes, compiled_json, payloads,
+                           COMPILED_VERSION)
     return out
 
 

@@ -101,9 +101,21 @@ FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS o (name, kind, n)
 ORDER BY o.n;
 
 -- name: staging_tables
--- Per-session staging of the tasks a condition's fire or a review's approval admits:
--- COPY (binary) in, INSERT ... SELECT out.
--- Emptied at every commit; never shared between sessions.
+-- Per-session staging: COPY (binary) in, INSERT ... SELECT out; emptied at every commit,
+-- never shared between sessions. wk_stage_admission: a tick batch (admission_write: one
+-- row per candidate occurrence, the cursor columns on a plan's first row, a plan
+-- without candidates as a row without a slot). wk_stage_tasks: the tasks a condition's
+-- fire or a review's approval admits.
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_admission (
+    n integer, tenant_id text, definition_id text, binding_id text, slot text, kind text,
+    definition_tenant_id text, revision integer, scheduled_for timestamptz,
+    not_before timestamptz, expires_at timestamptz, zone text, local_wall timestamp,
+    fold smallint, decision text, reason text, late boolean, lateness_seconds double precision,
+    run_status text, run_deadline_at timestamptz, task_status text, owner_user_id text,
+    held_behind bigint, late_policy text, deadline_seconds double precision,
+    max_attempts integer, params jsonb, payload jsonb, cursor_at timestamptz,
+    slots_seen bigint, next_due_at timestamptz, status text
+) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     tenant_id text, definition_tenant_id text, definition_id text, binding_id text, slot text,
     kind text, revision integer, owner_user_id text, agent text, message text, params jsonb,
@@ -333,9 +345,12 @@ FROM definition_revisions WHERE spec_hash = ANY($1::text[]);
 -- name: revisions_compile
 -- A revision written before compiled specs existed (or compiled in an older layout):
 -- store what the tick compiled from its spec, for every revision of that spec.
-UPDATE definition_revisions SET compiled = $2, payload = $3
-WHERE spec_hash = $1
-  AND (compiled IS NULL OR payload IS NULL OR (compiled ->> 'version')::int IS DISTINCT FROM $4);
+-- Set-based: an upgrade may meet many such revisions in one batch.
+UPDATE definition_revisions r SET compiled = u.compiled, payload = u.payload
+FROM unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS u (spec_hash, compiled, payload)
+WHERE r.spec_hash = u.spec_hash
+  AND (r.compiled IS NULL OR r.payload IS NULL
+       OR (r.compiled ->> 0)::int IS DISTINCT FROM $4);
 
 -- name: definitions_lock_batch
 -- Phase 2 of a tick: lock the planned definitions; rows another replica holds are skipped.
@@ -366,30 +381,15 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
 
 -- name: admission_write
 -- One statement per admission batch (DESIGN "Admission": set-based, each occurrence still
--- keyed). o: one row per candidate occurrence. claimed: the claim is the insert — a key
--- that exists already loses, silently, here (the primary key is the at-most-once
--- mechanism). A task is inserted for every claimed occurrence whose plan admits one
--- (task_status not NULL); its payload is the operator binding's ($27) or, for a
--- user-confirmed definition (NULL), its revision's (definition_revisions.payload) with
--- $26 merged into that payload's params (the runtime's schedule stamp; an operator
--- binding's $26 is its whole params). Every planned definition's cursor advances
--- ($31-$36; a manual trigger leaves it). Returns the ordinals (1-based) of the claimed
--- occurrences.
-WITH o AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                         $6::text[], $7::integer[], $8::timestamptz[], $9::timestamptz[],
-                         $10::timestamptz[], $11::text[], $12::timestamp[], $13::smallint[],
-                         $14::text[], $15::text[], $16::boolean[], $17::float8[], $18::text[],
-                         $19::timestamptz[], $20::text[], $21::text[], $22::bigint[],
-                         $23::text[], $24::float8[], $25::integer[], $26::jsonb[], $27::jsonb[])
-        WITH ORDINALITY AS i (tenant_id, definition_id, binding_id, slot, kind,
-                              definition_tenant_id, revision, scheduled_for, not_before,
-                              expires_at, zone, local_wall, fold, decision, reason, late,
-                              lateness_seconds, run_status, run_deadline_at, task_status,
-                              owner_user_id, held_behind, late_policy, deadline_seconds,
-                              max_attempts, params, payload, n)
-),
-claimed AS (
+-- keyed), over the rows COPYed into wk_stage_admission just before. claimed: the claim is
+-- the insert — a key that exists already loses, silently, here (the primary key is the
+-- at-most-once mechanism). A task is inserted for every claimed occurrence whose plan
+-- admits one (task_status not NULL); its payload is the operator binding's or, for a
+-- user-confirmed definition (payload NULL), its revision's (definition_revisions.payload)
+-- with the staged params (the runtime's schedule stamp) merged into that payload's.
+-- Every planned definition's cursor advances (rows with a status; a manual trigger
+-- stages none). Returns the ordinals of the claimed occurrences.
+WITH claimed AS (
     INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind,
                              definition_tenant_id, revision, scheduled_for, not_before,
                              expires_at, zone, local_wall, fold, decision, reason, late,
@@ -397,14 +397,15 @@ claimed AS (
                              decided_at, decided_by)
     SELECT tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id, revision,
            scheduled_for, not_before, expires_at, zone, local_wall, fold, decision, reason,
-           late, lateness_seconds, run_status, run_deadline_at, $28::text, $29::timestamptz,
-           $30::text
-    FROM o
+           late, lateness_seconds, run_status, run_deadline_at, $1::text, $2::timestamptz,
+           $3::text
+    FROM wk_stage_admission WHERE slot IS NOT NULL
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, definition_id, binding_id, slot, kind
 ),
 kept AS (
-    SELECT o.* FROM o JOIN claimed c USING (tenant_id, definition_id, binding_id, slot, kind)
+    SELECT s.* FROM wk_stage_admission s
+    JOIN claimed c USING (tenant_id, definition_id, binding_id, slot, kind)
 ),
 admitted AS (
     INSERT INTO tasks (tenant_id, definition_tenant_id, definition_id, binding_id, slot, kind,
@@ -417,7 +418,7 @@ admitted AS (
                 ELSE k.params END,
            p.payload -> 'delivery', nullif(p.payload -> 'audiences', 'null'),
            k.task_status, k.reason, k.late, k.late_policy, k.scheduled_for, k.not_before,
-           k.expires_at, k.deadline_seconds, k.max_attempts, k.held_behind, $29::timestamptz
+           k.expires_at, k.deadline_seconds, k.max_attempts, k.held_behind, $2::timestamptz
     FROM kept k
     CROSS JOIN LATERAL (
         SELECT coalesce(k.payload, (
@@ -430,12 +431,10 @@ admitted AS (
 advanced AS (
     UPDATE definitions d
     SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
-        status = a.status, updated_at = $29::timestamptz
-    FROM unnest($31::text[], $32::text[], $33::timestamptz[], $34::bigint[],
-                $35::timestamptz[], $36::text[])
-         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
-    WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
-      AND d.definition_id = ANY($32::text[])  -- lets the planner use the primary key
+        status = a.status, updated_at = $2::timestamptz
+    FROM wk_stage_admission a
+    WHERE a.status IS NOT NULL
+      AND d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
 )
 SELECT coalesce(array_agg(n ORDER BY n), '{}') AS claimed FROM kept;
 
