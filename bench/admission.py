@@ -1,57 +1,47 @@
-"""Admission throughput of a tick, and what idle definitions cost a tick.
+"""Admission at one due instant: real supervisors against the raw batched insert of the
+same rows, in one run against one server (these machines are noisy: compare figures of
+one run only).
 
-Why: DESIGN "Admission" asks for short, set-based PostgreSQL transactions, and
-DESIGN "Calendar triggers" promises that a tick's cost grows with due work, not
-with the number of definitions. This script puts numbers on both, all measured in
-ONE run against ONE server (these machines are noisy: never compare across runs).
+Why: issue 17 and DESIGN "Scale": N definitions due at one instant T must all be
+admitted (occurrences, tasks and advanced cursors committed) within a small multiple of
+the time the raw insert of the same rows takes; the supervisor wakes at T itself (no
+polling delay), spends little CPU per definition, keeps its memory bounded, and two of
+them split the due set without planning a row twice. A tick with nothing due must cost
+the same whatever the number of idle definitions.
 
-What is measured, for N confirmed user definitions all due at the same minute:
+What is measured, for each shape (bench/_seeding.py: ``shared``, N definitions over four
+specs; ``distinct``, N definitions whose (cron expression, zone) pairs all differ but all
+match T) and each N:
 
-1. Admission. The tick clock is set to the first slot's instant + 1 s and one tick
-   is run by 1 supervisor, then, on an identical copy of the database, by 2
-   supervisors at once. A supervisor is one OS process (so two use both cores)
-   calling ``watchkeeper.runtime.engine._scheduler.tick`` with its own ``Database.open`` pool; each
-   opens its pool first and then waits on a shared "go". Reported: wall time from
-   "go" until the last tick returns (= from due until every task is admitted),
-   admissions per second, CPU seconds of the supervisor processes and of the
-   PostgreSQL server over the same span, and plans lost to the other replica.
-2. Raw rate. The same number of rows, inserted into a scratch table with the
-   columns and primary key of ``occurrences`` by a batched
-   ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`` of 1000 rows per
-   statement (one autocommit transaction each) on one connection, the rows built
-   beforehand. The target is admission-rate / raw-rate >= 50%.
-3. Split. The same loop as ``tick`` (read_due -> plan_tick -> admit, then the
-   stale-run sweep) run in this process on another identical copy, with a timer
-   around each phase, each SQL statement (by query name, driver encode/decode
-   included) and each BEGIN/COMMIT: where the time goes, Python vs SQL. Every
-   statement is recorded with its arguments and then replayed on a third copy on
-   one connection with no Python planning in between: the SQL floor of this
-   admission design (what the tick would cost if planning were free).
-4. Idle overhead. A tick with nothing due and a tick with 1k due definitions, on a
-   database without and one with 100k extra idle definitions (next due a week
-   ahead). Ticks alternate between the two databases; the due tick is repeated on
-   successive days (yesterday's tasks are marked completed in between, outside the
-   timer, so the overrun policy does not turn them into skips) and day 0 is a
-   warm-up. Target: the idle definitions add < 10% to a tick's time. Per-statement
-   times of the measured ticks are printed too.
-
-Timers around statements wrap ``watchkeeper.runtime.store._db.Connection`` and asyncpg's transaction
-start/commit in this process only, for parts 3 and 4; the supervisor processes of
-part 1 run the runtime unmodified.
-
-Seeding: one user and one definition per spec go through the public path
-(``add_user``, ``propose``, ``confirm`` under a ``FakeClock``); set-based SQL then
-clones them N-1 times so that every clone is what propose/confirm would have
-written (same spec, spec_hash, status, fence, cursor_at, next_due_at, effective
-revision, confirmation audit), only the ids differ. A check prints that.
+1. A template database with the N definitions confirmed 30 s before T (bulk-seeded; a
+   sample is seeded again through add_user/propose/confirm into another database and
+   compared column by column: the "seed check" line).
+2. For each repeat, interleaved: a clone of the template, and 1 or 2 supervisor
+   processes on it. Each is a real :class:`Supervisor` (no workers: admission only)
+   whose clock is the host's shifted so that it reads T a few seconds after "go"; it
+   starts, finds nothing due, sleeps until T (its next_due_at), and admits. The parent
+   LISTENs for the task notices, one per admitting commit (``first``: from T to the first
+   task row committed; ``t_all``: from T to the notice of the commit after which all N are
+   committed). CPU is the supervisor processes' user+system time from just before T to
+   t_all (psutil), per admitted definition; peak RSS is each process's VmHWM.
+3. Raw: the occurrence and task rows that run committed, read back, inserted into a
+   fresh clone of the template by one connection in batches of 1000 rows of each table
+   per transaction, by binary COPY (``raw copy``, the denominator of ``ratio``) and by
+   ``INSERT ... SELECT FROM unnest($arrays)`` (``raw unnest``), rows built beforehand.
+4. Checks per run: tasks = distinct idempotency keys = occurrences = N, no definition
+   still due; with 2 supervisors, the definitions they planned add up to N (none
+   planned twice).
+5. Idle ticks: one database with no other definitions and one with ``--idle`` idle ones
+   (next due a week after T); a tick at an instant when nothing is due, plus the
+   supervisor's next-due read, timed alternately in this process.
 
 Usage::
 
-    .venv/bin/python bench/admission.py [--sizes 1000,10000,100000] [--dsn DSN]
+    .venv/bin/python bench/admission.py [--sizes 1,1000,10000,100000] [--repeats 3]
+        [--idle 1000000] [--shapes shared,distinct] [--dsn DSN]
 
-The DSN defaults to ``DATABASE_URL``; without either, an embedded PostgreSQL is
-started in a temporary home. Every database created is ``bench_<uuid>...`` and is
-dropped ``WITH (FORCE)`` at the end.
+The DSN defaults to ``DATABASE_URL``; without either an embedded PostgreSQL is started.
+Every database created is ``bench_<uuid>...`` and dropped ``WITH (FORCE)`` at the end.
 """
 
 from __future__ import annotations
@@ -61,14 +51,13 @@ import asyncio
 import contextlib
 import multiprocessing as mp
 import os
+import resource
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -76,995 +65,522 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-import asyncpg.transaction
 import psutil
 
-from watchkeeper.runtime.engine._admission import TickReport, admit
-from watchkeeper.runtime.engine._clock import FakeClock
-from watchkeeper.runtime.engine._registry import Registry
-from watchkeeper.runtime.engine._scheduler import reconcile_stale_runs, tick
-from watchkeeper.runtime.engine._tick import FIRST_KEY, plan_tick, read_due
-from watchkeeper.runtime.store import _db
-from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.store._embedded import embedded_postgres
-from watchkeeper.runtime.usecases import UserPrincipal, add_user, confirm, propose
-from watchkeeper.triggers import Slot, parse_spec, tzdata_version
+sys.path.insert(0, str(Path(__file__).parent))
 
-TENANT = "bench"
-CONFIRMED_AT = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
-"""When the template definitions are confirmed: 08:00 in Paris, a Monday."""
-DUE_SPEC = {"version": 1, "trigger": {"type": "cron", "expr": "0 9 * * *", "zone": "Europe/Paris"}}
-"""Daily at 09:00 Paris: first slot 2026-11-30T08:00Z, one hour after confirmation."""
-IDLE_SPEC = {"version": 1,
-             "trigger": {"type": "cron", "expr": "0 9 7 12 *", "zone": "Europe/Paris"}}
-"""First slot 2026-12-07T08:00Z: exactly a week after the due one."""
-RAW_BATCH = 1000
-
-# ---------------------------------------------------------------- seeding SQL
-# $1 tenant, $2 template id (user id = definition id), $3 id prefix, $4..$5 clone numbers.
-
-_CLONE_ID = "$3::text || lpad(g::text, 7, '0')"
-CLONE_SQL = (
-    f"""
-    INSERT INTO users (tenant_id, user_id, display_name, zone, token_sha256, created_at)
-    SELECT u.tenant_id, {_CLONE_ID}, u.display_name, u.zone,
-           sha256(convert_to(gen_random_uuid()::text, 'UTF8')), u.created_at
-    FROM users u, generate_series($4::int, $5::int) AS g
-    WHERE u.tenant_id = $1 AND u.user_id = $2
-    """,
-    f"""
-    INSERT INTO definitions (tenant_id, definition_id, origin, owner_user_id, status, fence,
-                             latest_revision, effective_revision, effective_since, cursor_at,
-                             slots_seen, next_due_at, paused_at, created_at, updated_at)
-    SELECT d.tenant_id, {_CLONE_ID}, d.origin, {_CLONE_ID}, d.status, d.fence,
-           d.latest_revision, d.effective_revision, d.effective_since, d.cursor_at,
-           d.slots_seen, d.next_due_at, d.paused_at, d.created_at, d.updated_at
-    FROM definitions d, generate_series($4::int, $5::int) AS g
-    WHERE d.tenant_id = $1 AND d.definition_id = $2
-    """,
-    f"""
-    INSERT INTO definition_revisions (tenant_id, definition_id, revision, spec, spec_hash,
-                                      registration, status, based_on, proposed_by, proposed_at,
-                                      confirmed_by, confirmed_at)
-    SELECT r.tenant_id, {_CLONE_ID}, r.revision, r.spec, r.spec_hash,
-           r.registration, r.status, r.based_on, r.proposed_by, r.proposed_at,
-           'user:' || r.tenant_id || '/' || {_CLONE_ID}, r.confirmed_at
-    FROM definition_revisions r, generate_series($4::int, $5::int) AS g
-    WHERE r.tenant_id = $1 AND r.definition_id = $2
-    """,
+from _seeding import (  # noqa: E402
+    bulk_seed,
+    check_bulk,
+    confirmed_before,
+    definition_id,
+    distinct_crons,
+    public_seed,
+    shared_crons,
 )
 
-SEED_CHECK_SQL = """
-SELECT count(*) AS clones,
-       count(*) FILTER (WHERE
-           (d.origin, d.status, d.fence, d.latest_revision, d.effective_revision,
-            d.effective_since, d.cursor_at, d.slots_seen, d.next_due_at, d.paused_at,
-            d.created_at, d.updated_at)
-           IS DISTINCT FROM
-           (t.origin, t.status, t.fence, t.latest_revision, t.effective_revision,
-            t.effective_since, t.cursor_at, t.slots_seen, t.next_due_at, t.paused_at,
-            t.created_at, t.updated_at)
-        OR (r.revision, r.spec, r.spec_hash, r.registration, r.status, r.based_on,
-            r.proposed_by, r.proposed_at, r.confirmed_at)
-           IS DISTINCT FROM
-           (tr.revision, tr.spec, tr.spec_hash, tr.registration, tr.status, tr.based_on,
-            tr.proposed_by, tr.proposed_at, tr.confirmed_at)
-        OR d.owner_user_id <> d.definition_id
-        OR r.confirmed_by <> 'user:' || d.tenant_id || '/' || d.owner_user_id
-       ) AS differing
-FROM definitions d
-JOIN definition_revisions r
-  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
-JOIN users u ON u.tenant_id = d.tenant_id AND u.user_id = d.owner_user_id
-CROSS JOIN definitions t
-JOIN definition_revisions tr
-  ON tr.tenant_id = t.tenant_id AND tr.definition_id = t.definition_id
-WHERE t.tenant_id = $1 AND t.definition_id = $2
-  AND d.tenant_id = $1 AND d.definition_id LIKE $3::text || '%'
-"""
+from watchkeeper.runtime.engine._clock import FakeClock, SystemClock  # noqa: E402
+from watchkeeper.runtime.engine._scheduler import tick  # noqa: E402
+from watchkeeper.runtime.engine._supervisor import Supervisor, SupervisorConfig  # noqa: E402
+from watchkeeper.runtime.store._db import Database, server_settings  # noqa: E402
+from watchkeeper.runtime.store._embedded import embedded_postgres  # noqa: E402
 
-ADMITTED_CHECK_SQL = """
-SELECT (SELECT count(*) FROM tasks) AS tasks,
-       (SELECT count(DISTINCT (tenant_id, idempotency_key)) FROM tasks) AS keys,
-       (SELECT count(*) FROM occurrences) AS occurrences,
-       (SELECT count(*) FROM occurrences WHERE decision = 'admitted') AS admitted,
-       (SELECT count(*) FROM definitions WHERE status = 'active' AND next_due_at <= $1)
-           AS still_due
-"""
-
-RAW_TABLE_SQL = """
-CREATE TABLE bench_raw_occurrences (LIKE occurrences INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
-ALTER TABLE bench_raw_occurrences
-    ADD PRIMARY KEY (tenant_id, definition_id, binding_id, slot, kind);
-"""
-
-RAW_INSERT_SQL = """
-INSERT INTO bench_raw_occurrences (
-    tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id, revision,
-    scheduled_for, not_before, expires_at, zone, local_wall, fold, decision, reason, late,
-    lateness_seconds, run_status, run_deadline_at, tzdata_version, decided_at, decided_by)
-SELECT i.*, $20::text, $21::timestamptz, $22::text
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $7::integer[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[],
-            $12::timestamp[], $13::smallint[], $14::text[], $15::text[], $16::boolean[],
-            $17::double precision[], $18::text[], $19::timestamptz[]) AS i
-ON CONFLICT DO NOTHING
-"""
-
-COMPLETE_TASKS_SQL = """
-UPDATE tasks SET status = 'completed', status_reason = 'bench', finished_at = $1
-WHERE status IN ('pending', 'held')
-"""
+DUE = datetime(2026, 12, 2, 19, 0, tzinfo=UTC)
+"""T: a Wednesday, 20:00 in Paris; every seeded definition is first due then."""
+LEAD = 3.0
+"""Seconds from "go" until the supervisors' clocks read T."""
+SCHEMA = "watchkeeper"
 
 
 # ---------------------------------------------------------------- databases
 
-SEARCH_PATH = _db.server_settings(_db.DEFAULT_SCHEMA)
-"""Raw connections see watchkeeper's schema (its tables are not in public)."""
-
-
 def with_database(dsn: str, name: str) -> str:
-    """``dsn`` pointing at database ``name``."""
     parts = urlsplit(dsn)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-def database_of(dsn: str) -> str:
-    """The database name of ``dsn``."""
-    return urlsplit(dsn).path.lstrip("/")
-
-
-async def run_sql(dsn: str, *statements: str, args: Sequence[Any] = ()) -> None:
-    """Execute statements on a fresh connection (outside any timer)."""
-    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
-    try:
-        for statement in statements:
-            await conn.execute(statement, *args)
-    finally:
-        await conn.close()
-
-
-async def fetch_one(dsn: str, query: str, *args: Any) -> asyncpg.Record:
-    """The first row of ``query`` on a fresh connection."""
-    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
-    try:
-        row = await conn.fetchrow(query, *args)
-    finally:
-        await conn.close()
-    assert row is not None
-    return row
-
-
 class Databases:
-    """Creates ``bench_<uuid>`` databases on one server and drops them WITH (FORCE)."""
+    """Creates and finally drops the bench's databases."""
 
     def __init__(self, server: str) -> None:
-        self.server = server
-        self.stem = f"bench_{uuid.uuid4().hex[:12]}"
-        self.live: list[str] = []
+        self.server, self.names = server, []  # type: ignore[var-annotated]
+        self.tag = uuid.uuid4().hex[:8]
 
-    async def create(self, label: str, template: str | None = None) -> str:
-        """A new database (a copy of ``template``'s database if given); its DSN.
-
-        A fresh one is migrated by ``Database.open``, as a supervisor would.
-        """
-        name = f"{self.stem}_{label}"
-        clause = f' TEMPLATE "{database_of(template)}"' if template else ""
-        await run_sql(self.server, f'CREATE DATABASE "{name}"{clause}')
-        self.live.append(name)
-        dsn = with_database(self.server, name)
-        if template is None:
-            async with Database.open(dsn):
-                pass  # migrations applied
-        return dsn
-
-    async def drop(self, dsn: str) -> None:
-        """Drop one database created here."""
-        name = database_of(dsn)
-        await run_sql(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        self.live.remove(name)
-
-    async def drop_all(self) -> None:
-        """Drop every database still alive."""
-        for name in list(self.live):
-            await self.drop(with_database(self.server, name))
-
-
-def ident(prefix: str, number: int) -> str:
-    """The user id and definition id of clone ``number`` (same as CLONE_SQL)."""
-    return f"{prefix}{number:07d}"
-
-
-async def seed(dsn: str, spec_data: dict[str, Any], prefix: str, count: int) -> datetime:
-    """One user + definition through the public path, cloned to ``count``; the due instant."""
-    clock = FakeClock(CONFIRMED_AT)
-    spec = parse_spec(spec_data)
-    first = ident(prefix, 1)
-    async with Database.open(dsn, migrate=False) as db:
-        await add_user(db, clock, TENANT, first, zone="Europe/Paris")
-        proposal = await propose(db, clock, tenant_id=TENANT, definition_id=first,
-                                 owner_user_id=first, spec=spec, proposed_by="agent:bench")
-        done = await confirm(db, clock, UserPrincipal(TENANT, first), definition_id=first,
-                             revision=proposal.revision, spec_hash=proposal.spec_hash)
-        if count > 1:
-            async with db.transaction() as tx:
-                for statement in CLONE_SQL:
-                    await tx.raw.execute(statement, TENANT, first, prefix, 2, count)
-    assert done.next_due_at is not None
-    return done.next_due_at
-
-
-async def check_seed(dsn: str, prefix: str, count: int) -> str:
-    """'ok' when every clone equals the template but for its ids."""
-    row = await fetch_one(dsn, SEED_CHECK_SQL, TENANT, ident(prefix, 1), prefix)
-    ok = row["clones"] == count and row["differing"] == 0
-    return f"{'ok' if ok else 'FAILED'} ({row['clones']} rows, {row['differing']} differ)"
-
-
-async def check_admitted(dsn: str, expected: int, now: datetime) -> tuple[bool, str]:
-    """Exactly ``expected`` tasks, admitted occurrences and distinct keys; nothing still due."""
-    row = await fetch_one(dsn, ADMITTED_CHECK_SQL, now)
-    ok = (row["tasks"] == row["keys"] == row["occurrences"] == row["admitted"] == expected
-          and row["still_due"] == 0)
-    text = (f"tasks={row['tasks']} distinct_keys={row['keys']} "
-            f"occurrences={row['occurrences']} admitted={row['admitted']} "
-            f"still_due={row['still_due']}")
-    return ok, text
-
-
-# ---------------------------------------------------------------- server CPU
-
-
-class ServerCpu:
-    """CPU seconds of the PostgreSQL backends serving one database (the process title
-    names the database), read with psutil; ``None`` when the server is not a visible
-    local process. Other databases on the server (other people's tests) are not counted;
-    background processes (WAL writer, checkpointer) are not either."""
-
-    def __init__(self, postmaster: psutil.Process | None) -> None:
-        self.postmaster = postmaster
-
-    @classmethod
-    async def of(cls, dsn: str) -> ServerCpu:
-        """Find the postmaster as the parent of a backend of ``dsn``."""
-        conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
-        try:  # look while the backend is alive
-            backend = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
-            return cls(backend.parent() if "postgres" in backend.name() else None)
-        except psutil.Error:
-            return cls(None)
+    async def _admin(self, statement: str) -> None:
+        conn = await asyncpg.connect(self.server)
+        try:
+            await conn.execute(statement)
         finally:
             await conn.close()
 
-    def sample(self, dsn: str) -> dict[int, float] | None:
-        """Cumulative CPU seconds of each live backend of ``dsn``'s database."""
-        if self.postmaster is None:
-            return None
-        token = f" {database_of(dsn)} "
-        found = {}
-        try:
-            children = self.postmaster.children()
-        except psutil.Error:
-            return None
-        for child in children:
-            try:
-                if token in " ".join(child.cmdline()) + " ":
-                    times = child.cpu_times()
-                    found[child.pid] = times.user + times.system
-            except psutil.Error:
-                continue
-        return found
+    async def create(self, label: str, template: str | None = None) -> str:
+        name = f"bench_{self.tag}_{label}"
+        self.names.append(name)
+        await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        suffix = f' TEMPLATE "{template}"' if template else ""
+        await self._admin(f'CREATE DATABASE "{name}"{suffix}')
+        return name
+
+    async def drop(self, name: str) -> None:
+        await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if name in self.names:
+            self.names.remove(name)
+
+    async def drop_all(self) -> None:
+        for name in list(self.names):
+            await self.drop(name)
+
+    def dsn(self, name: str) -> str:
+        return with_database(self.server, name)
 
 
-def spent(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
-    """CPU seconds between two samples (a backend that left in between is not counted)."""
-    if before is None or after is None:
-        return None
-    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+async def connect(dsn: str) -> asyncpg.Connection:
+    return await asyncpg.connect(dsn, server_settings=server_settings(SCHEMA))
 
 
-# ---------------------------------------------------------------- 1. supervisors
+async def migrated(dbs: Databases, label: str) -> str:
+    name = await dbs.create(label)
+    async with Database.open(dbs.dsn(name)):
+        pass
+    return name
+
+
+async def vacuum(dsn: str) -> None:
+    conn = await connect(dsn)
+    try:
+        await conn.execute("VACUUM ANALYZE")
+        await conn.execute("CHECKPOINT")
+    finally:
+        await conn.close()
+
+
+# ---------------------------------------------------------------- the supervisor process
+
+class ShiftedClock(SystemClock):
+    """The host's clocks, its wall clock read ``offset`` later (monotonic time and sleeps
+    are real): T arrives when the bench wants it to."""
+
+    def __init__(self, offset: timedelta) -> None:
+        self.offset = offset
+
+    def now(self) -> datetime:
+        return super().now() + self.offset
+
+
+def supervisor_main(dsn: str, actor: str, home: str, ready: Any, go: Any, start: Any,
+                    stop: Any, results: Any) -> None:
+    """One supervisor process: open the pool, say ready, wait for go, run until stop."""
+    asyncio.run(_supervise(dsn, actor, home, ready, go, start, stop, results))
+
+
+async def _supervise(dsn: str, actor: str, home: str, ready: Any, go: Any, start: Any,
+                     stop: Any, results: Any) -> None:
+    async with Database.open(dsn, migrate=False, max_size=6) as db:
+        ready.release()
+        await asyncio.to_thread(go.wait)
+        offset = DUE - datetime.fromtimestamp(start.value, UTC)
+        config = SupervisorConfig(home=Path(home), supervisor_id=actor, workers=0,
+                                  skew_budget=None, tick_seconds=1.0)
+        supervisor = Supervisor(db, ShiftedClock(offset), config)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(supervisor.run())
+            await asyncio.to_thread(stop.wait)
+            stats = supervisor.statistics()
+            supervisor.stop()
+    results.put({"actor": actor, "planned": stats.planned, "admitted": stats.admitted,
+                 "wake": stats.wake, "rss_mib": peak_rss_mib()})
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size (``VmHWM``: since its exec; ``ru_maxrss``
+    would count the parent's pages copied by the fork before the exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass
-class SupervisorRun:
-    """One timed tick by one or more supervisor processes."""
+class Run:
+    """One admission run."""
 
     supervisors: int
-    wall: float
-    per_process: list[dict[str, Any]]
-    server_cpu: float | None
-    check_ok: bool = False
+    first: float | None = None
+    t_all: float | None = None
+    cpu: float = 0.0
+    rss: list[float] = field(default_factory=list)
+    planned: list[int] = field(default_factory=list)
     check: str = ""
-
-    @property
-    def admitted(self) -> int:
-        """Admissions reported by the ticks."""
-        return sum(p["admitted"] for p in self.per_process)
-
-    @property
-    def lost_race(self) -> int:
-        """Plans a supervisor computed but another one applied or held."""
-        return sum(p["lost_race"] for p in self.per_process)
-
-    @property
-    def supervisor_cpu(self) -> float:
-        """CPU seconds of the supervisor processes during their ticks."""
-        return sum(p["cpu"] for p in self.per_process)
+    ok: bool = False
 
 
-def supervisor_main(dsn: str, now: str, actor: str, batch_size: int, ready: Any, go: Any,
-                    release: Any, results: Any) -> None:
-    """Entry point of a supervisor process (spawned)."""
-    asyncio.run(_supervise(dsn, datetime.fromisoformat(now), actor, batch_size, ready, go,
-                           release, results))
-
-
-async def _supervise(dsn: str, now: datetime, actor: str, batch_size: int, ready: Any, go: Any,
-                     release: Any, results: Any) -> None:
-    async with Database.open(dsn, migrate=False) as db:
-        await db.fetchval("server_clock")  # the pool's connection is up
-        ready.set()
-        await asyncio.to_thread(go.wait)
-        cpu0, start = time.process_time(), time.monotonic()
-        report = await tick(db, FakeClock(now), None, actor=actor, batch_size=batch_size)
-        end, cpu1 = time.monotonic(), time.process_time()
-        results.put({"actor": actor, "start": start, "end": end, "cpu": cpu1 - cpu0,
-                     "admitted": report.admitted, "planned": report.planned,
-                     "lost_race": report.lost_race, "fenced_out": report.fenced_out,
-                     "decisions": dict(report.decisions)})
-        await asyncio.to_thread(release.wait)  # keep the backends alive for the CPU sample
-
-
-def run_supervisors(dsn: str, now: datetime, count: int, batch_size: int,
-                    cpu: ServerCpu) -> SupervisorRun:
-    """Start ``count`` supervisor processes, let them tick at once, collect the figures."""
+async def admission_run(dsn: str, n: int, count: int) -> Run:
+    """Start ``count`` supervisors on ``dsn``, let T come, time the N admissions."""
     ctx = mp.get_context("spawn")
-    ready = [ctx.Event() for _ in range(count)]
-    go, release, results = ctx.Event(), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=supervisor_main,
-                         args=(dsn, now.isoformat(), f"bench-supervisor-{i}", batch_size,
-                               ready[i], go, release, results))
+    ready, go, stop = ctx.Semaphore(0), ctx.Event(), ctx.Event()
+    start, results = ctx.Value("d", 0.0), ctx.Queue()
+    home = tempfile.mkdtemp(prefix="wk-bench-")
+    procs = [ctx.Process(target=supervisor_main, args=(dsn, f"bench-sup-{i}", home, ready, go,
+                                                       start, stop, results))
              for i in range(count)]
     for proc in procs:
         proc.start()
+    for _ in procs:
+        await asyncio.to_thread(ready.acquire)
+    watcher = await connect(dsn)
+    notices: list[float] = []  # when each "work" notice (one per admitting commit) arrived
+    await watcher.add_listener(f"{SCHEMA}_work", lambda *_: notices.append(time.time()))
+    run = Run(count)
     try:
-        for event in ready:
-            if not event.wait(timeout=300):
-                raise RuntimeError("a supervisor process did not become ready")
-        cpu_before = cpu.sample(dsn)
-        started = time.monotonic()
+        start.value = time.time() + LEAD  # the wall instant the supervisors' clocks read T
         go.set()
-        per_process = [results.get(timeout=3600) for _ in procs]
-        cpu_after = cpu.sample(dsn)
+        await asyncio.sleep(max(start.value - time.time() - 0.3, 0))
+        handles = [psutil.Process(p.pid) for p in procs]
+        before = sum(sum(h.cpu_times()[:2]) for h in handles)
+        deadline = start.value + 120 + n / 500
+        while time.time() < deadline:
+            # Each admitting commit sends one "work" notice; counting the rows is the
+            # check, done rarely (a count(*) every few ms would take a core from the
+            # server under test). Once all N rows are there nothing is due any more, so
+            # the last notice is the commit that completed them: t_all.
+            await asyncio.sleep(0.2 if n > 1000 else 0.02)
+            if await watcher.fetchval("SELECT count(*) FROM tasks") >= n:
+                await asyncio.sleep(0.1)
+                run.t_all = notices[-1] - start.value if notices else None
+                break
+        run.cpu = sum(sum(h.cpu_times()[:2]) for h in handles) - before
+        await asyncio.sleep(0.05)
+        if notices:
+            run.first = notices[0] - start.value
     finally:
-        release.set()
+        stop.set()
+        outcomes = [await asyncio.to_thread(results.get, True, 60) for _ in procs]
         for proc in procs:
-            proc.join(timeout=120)
-    wall = max(p["end"] for p in per_process) - started
-    return SupervisorRun(count, wall, per_process, spent(cpu_before, cpu_after))
-
-
-# ---------------------------------------------------------------- 2. raw insert
-
-
-def raw_batches(slot: Slot, now: datetime, count: int) -> list[list[list[Any]]]:
-    """Occurrence rows as admission would build them, in 1000-row column batches."""
-    grace = timedelta(minutes=10)
-    lateness = (now - slot.scheduled_for).total_seconds()
-    batches = []
-    for start in range(1, count + 1, RAW_BATCH):
-        cols: list[list[Any]] = [[] for _ in range(19)]
-        for number in range(start, min(start + RAW_BATCH, count + 1)):
-            row = (TENANT, ident("due", number), "owner", slot.key, "scheduled", TENANT, 1,
-                   slot.scheduled_for, slot.scheduled_for, slot.scheduled_for + grace, slot.zone,
-                   slot.wall, slot.fold, "admitted", "due within grace", False, lateness,
-                   None, None)
-            for col, value in zip(cols, row, strict=True):
-                col.append(value)
-        batches.append(cols)
-    return batches
-
-
-@dataclass
-class RawRun:
-    """One timed raw insert."""
-
-    wall: float
-    server_cpu: float | None
-    check_ok: bool
-
-
-async def raw_rate(dsn: str, slot: Slot, now: datetime, count: int, cpu: ServerCpu) -> RawRun:
-    """Insert ``count`` rows in 1000-row unnest batches into a new scratch table."""
-    batches = raw_batches(slot, now, count)
-    version = tzdata_version()
-    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
-    try:
-        await conn.execute("DROP TABLE IF EXISTS bench_raw_occurrences")
-        await conn.execute(RAW_TABLE_SQL)
-        await conn.execute("CHECKPOINT")
-        cpu_before = cpu.sample(dsn)
-        start = time.perf_counter()
-        for cols in batches:
-            await conn.execute(RAW_INSERT_SQL, *cols, version, now, "bench-raw")
-        elapsed = time.perf_counter() - start
-        cpu_after = cpu.sample(dsn)
-        rows = await conn.fetchval("SELECT count(*) FROM bench_raw_occurrences")
-    finally:
-        await conn.close()
-    return RawRun(elapsed, spent(cpu_before, cpu_after), rows == count)
-
-
-# ---------------------------------------------------------------- 3. split and replay
-
-
-@dataclass
-class Split:
-    """Where one in-process tick spent its time (seconds), and its statements.
-
-    ``events`` records every statement with its arguments, and BEGIN/COMMIT, in order,
-    so that :func:`replay` can run exactly the same SQL with no Python in between.
-    """
-
-    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    sql: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    events: list[tuple[str, str, tuple[Any, ...]]] | None = None
-    process_cpu: float = 0.0
-    server_cpu: float | None = None
-    check_ok: bool = False
-
-    @property
-    def total(self) -> float:
-        """Wall time of the whole tick."""
-        return sum(self.phases.values())
-
-    def sql_of(self, names: Sequence[str]) -> float:
-        """Time in the named statements."""
-        return sum(self.sql.get(n, 0.0) for n in names)
-
-
-READ_SQL = ("definitions_due", "specs_by_hash")
-SWEEP_SQL = ("occurrences_run_stale",)
-
-
-def _timed(method: str, original: Callable[..., Awaitable[Any]],
-           split: Split) -> Callable[..., Awaitable[Any]]:
-    async def wrapper(self: Any, name: str, *args: Any) -> Any:
-        if split.events is not None:
-            split.events.append((method, name, args))
-        start = time.perf_counter()
-        try:
-            return await original(self, name, *args)
-        finally:
-            split.sql[name] += time.perf_counter() - start
-            split.calls[name] += 1
-    return wrapper
-
-
-def _timed_stage(original: Callable[..., Awaitable[Any]],
-                 split: Split) -> Callable[..., Awaitable[Any]]:
-    """Time (and record) a COPY into a staging table like a statement."""
-    async def wrapper(self: Any, table: str, columns: Any, rows: Any) -> Any:
-        if split.events is not None:
-            split.events.append(("stage", table, (list(columns), list(rows))))
-        start = time.perf_counter()
-        try:
-            return await original(self, table, columns, rows)
-        finally:
-            split.sql[f"COPY {table}"] += time.perf_counter() - start
-            split.calls[f"COPY {table}"] += 1
-    return wrapper
-
-
-def _timed_tx(original: Callable[..., Awaitable[Any]], label: str,
-              split: Split) -> Callable[..., Awaitable[Any]]:
-    async def wrapper(self: Any) -> Any:
-        if split.events is not None:
-            split.events.append((label, "", ()))
-        start = time.perf_counter()
-        try:
-            return await original(self)
-        finally:
-            split.sql[label] += time.perf_counter() - start
-            split.calls[label] += 1
-    return wrapper
-
-
-@contextmanager
-def statement_timers(split: Split) -> Iterator[None]:
-    """Time (and maybe record) every named statement, BEGIN and COMMIT of this process.
-
-    Wraps ``watchkeeper.runtime.store._db.Connection``'s query methods and asyncpg's transaction
-    start/commit for the duration only; the runtime code itself is untouched.
-    """
-    saved: list[tuple[Any, str, Any]] = []
-    for method in ("fetch", "fetchrow", "fetchval", "execute"):
-        saved.append((_db.Connection, method, getattr(_db.Connection, method)))
-        setattr(_db.Connection, method, _timed(method, getattr(_db.Connection, method), split))
-    saved.append((_db.Connection, "stage", _db.Connection.stage))
-    setattr(_db.Connection, "stage", _timed_stage(_db.Connection.stage, split))  # noqa: B010
-    tx_class = asyncpg.transaction.Transaction
-    for method, label in (("start", "BEGIN"), ("commit", "COMMIT")):
-        saved.append((tx_class, method, getattr(tx_class, method)))
-        setattr(tx_class, method, _timed_tx(getattr(tx_class, method), label, split))
-    try:
-        yield
-    finally:
-        for owner, method, original in saved:
-            setattr(owner, method, original)
-
-
-async def split_tick(dsn: str, now: datetime, batch_size: int, cpu: ServerCpu) -> Split:
-    """``tick``'s loop, phase by phase, with timers; its statements are recorded."""
-    split = Split(events=[])
-    registry = Registry()
-    report = TickReport()
-    async with Database.open(dsn, migrate=False) as db:
-        await db.fetchval("server_clock")
-        cpu_before, process_before = cpu.sample(dsn), time.process_time()
-        with statement_timers(split):
-            position = FIRST_KEY
-            while True:
-                mark = time.perf_counter()
-                due, after = await read_due(db, now, batch_size, position)
-                split.phases["read_due"] += time.perf_counter() - mark
-                if due:
-                    mark = time.perf_counter()
-                    plans = await plan_tick(due, now, registry)
-                    split.phases["plan_tick"] += time.perf_counter() - mark
-                    mark = time.perf_counter()
-                    report.merge(await admit(db, plans, now, "bench-split"))
-                    split.phases["admit"] += time.perf_counter() - mark
-                if after is None:
-                    break
-                position = after
-            mark = time.perf_counter()
-            await reconcile_stale_runs(db, FakeClock(now))
-            split.phases["sweep"] += time.perf_counter() - mark
-        split.process_cpu = time.process_time() - process_before
-        split.server_cpu = spent(cpu_before, cpu.sample(dsn))
-    return split
-
-
-@dataclass
-class Replay:
-    """The recorded statements of a tick, run again with no Python planning between."""
-
-    wall: float
-    process_cpu: float
-    server_cpu: float | None
-    check_ok: bool = False
-
-
-async def replay(dsn: str, events: Sequence[tuple[str, str, tuple[Any, ...]]],
-                 cpu: ServerCpu) -> Replay:
-    """Run ``events`` on one connection (same SQL, same arguments, same transactions).
-
-    What is left is the SQL floor of this admission design: driver encode/decode,
-    round trips and the server's work.
-    """
-    conn = await asyncpg.connect(dsn, server_settings=SEARCH_PATH)
-    await _db._init_connection(conn)
-    try:
-        cpu_before, process_before = cpu.sample(dsn), time.process_time()
-        start = time.perf_counter()
-        tx = None
-        for method, name, args in events:
-            if method == "BEGIN":
-                tx = conn.transaction()
-                await tx.start()
-            elif method == "COMMIT":
-                assert tx is not None
-                await tx.commit()
-            elif method == "stage":
-                columns, rows = args
-                await conn.copy_records_to_table(name, records=rows, columns=columns)
-            else:
-                await getattr(conn, method)(_db.QUERIES[name], *args)
-        wall = time.perf_counter() - start
-        return Replay(wall, time.process_time() - process_before,
-                      spent(cpu_before, cpu.sample(dsn)))
-    finally:
-        await conn.close()
-
-
-# ---------------------------------------------------------------- 1+2+3 for one N
-
-
-@dataclass
-class SizeResult:
-    """Everything measured for one N."""
-
-    n: int
-    seed_check: str
-    runs: dict[int, list[SupervisorRun]]
-    raws: list[RawRun]
-    split: Split
-    replay: Replay
-
-
-async def vacuum_analyze(dsn: str) -> None:
-    """Leave the seeded database as a settled one would be (outside any timer)."""
-    await run_sql(dsn, "VACUUM (ANALYZE)")
-
-
-def first_slot(due: datetime) -> Slot:
-    """The due slot of DUE_SPEC, as a tick would compute it."""
-    spec = parse_spec(DUE_SPEC)
-    window = spec.window(CONFIRMED_AT - timedelta(microseconds=1), due)
-    assert window.last is not None
-    return window.last
-
-
-async def one_supervisor_run(dbs: Databases, template: str, n: int, now: datetime,
-                             supervisors: int, batch_size: int, cpu: ServerCpu) -> SupervisorRun:
-    """A copy of the seeded database, one timed tick by ``supervisors`` processes, a check."""
-    copy = await dbs.create(f"n{n}_s{supervisors}", template)
-    await run_sql(copy, "CHECKPOINT")
-    run = await asyncio.to_thread(run_supervisors, copy, now, supervisors, batch_size, cpu)
-    run.check_ok, run.check = await check_admitted(copy, n, now)
-    await dbs.drop(copy)
+            await asyncio.to_thread(proc.join, 30)
+        await watcher.close()
+    run.rss = [o["rss_mib"] for o in outcomes]
+    run.planned = [o["planned"] for o in outcomes]
+    run.ok, run.check = await check_admitted(dsn, n)
+    if count > 1:
+        run.ok = run.ok and sum(run.planned) == n
+        run.check += f"; planned {'+'.join(map(str, run.planned))} = {sum(run.planned)}"
     return run
 
 
-async def measure_size(dbs: Databases, n: int, batch_size: int, repeats: int,
-                       cpu: ServerCpu) -> SizeResult:
-    """Seed N due definitions; time 1 and 2 supervisors and the raw insert ``repeats``
-    times, interleaved; then the split tick and its replay once."""
-    log(f"N={n}: seeding")
-    template = await dbs.create(f"n{n}")
-    due = await seed(template, DUE_SPEC, "due", n)
-    seed_check = await check_seed(template, "due", n)
-    await vacuum_analyze(template)
-    now = due + timedelta(seconds=1)
-    runs: dict[int, list[SupervisorRun]] = {1: [], 2: []}
-    raws = []
-    raw_db = await dbs.create(f"n{n}_raw", template)
+async def check_admitted(dsn: str, n: int) -> tuple[bool, str]:
+    conn = await connect(dsn)
+    try:
+        row = await conn.fetchrow(
+            "SELECT (SELECT count(*) FROM tasks) AS tasks, "
+            "(SELECT count(DISTINCT idempotency_key) FROM tasks) AS keys, "
+            "(SELECT count(*) FROM occurrences) AS occurrences, "
+            "(SELECT count(*) FROM definitions WHERE next_due_at <= $1) AS still_due", DUE)
+    finally:
+        await conn.close()
+    ok = row["tasks"] == row["keys"] == row["occurrences"] == n and row["still_due"] == 0
+    return ok, (f"tasks={row['tasks']} keys={row['keys']} occurrences={row['occurrences']} "
+                f"still_due={row['still_due']}")
+
+
+# ---------------------------------------------------------------- raw insert
+
+async def admitted_rows(dsn: str) -> tuple[list[str], list[tuple[Any, ...]], list[str],
+                                           list[tuple[Any, ...]]]:
+    conn = await connect(dsn)
+    try:
+        names = {}
+        for table in ("occurrences", "tasks"):
+            names[table] = [r["attname"] for r in await conn.fetch(
+                "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 "
+                "AND NOT attisdropped AND attgenerated = '' AND attidentity = '' "
+                "ORDER BY attnum", table)]
+        occ = [tuple(r) for r in await conn.fetch(
+            f"SELECT {', '.join(names['occurrences'])} FROM occurrences ORDER BY decided_at")]
+        tasks = [tuple(r) for r in await conn.fetch(
+            f"SELECT {', '.join(names['tasks'])} FROM tasks ORDER BY task_id")]
+    finally:
+        await conn.close()
+    return names["occurrences"], occ, names["tasks"], tasks
+
+
+async def raw_insert(dsn: str, rows: tuple[list[str], list[tuple[Any, ...]], list[str],
+                                          list[tuple[Any, ...]]], how: str) -> float:
+    """Seconds to insert the rows in batches of 1000 of each table per transaction."""
+    ocols, occ, tcols, tasks = rows
+    conn = await connect(dsn)
+    try:
+        types = {}
+        for table, cols in (("occurrences", ocols), ("tasks", tcols)):
+            found = {r["attname"]: r["t"] for r in await conn.fetch(
+                "SELECT attname, format_type(atttypid, atttypmod) AS t FROM pg_attribute "
+                "WHERE attrelid = $1::regclass AND attnum > 0", table)}
+            types[table] = [found[c] for c in cols]
+        inserts = {table: f"INSERT INTO {table} ({', '.join(cols)}) SELECT * FROM unnest("
+                          + ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(types[table]))
+                          + ")" for table, cols in (("occurrences", ocols), ("tasks", tcols))}
+        batches = [(occ[i:i + 1000], tasks[i:i + 1000]) for i in range(0, len(occ), 1000)]
+        columns = [([list(c) for c in zip(*o, strict=True)],
+                    [list(c) for c in zip(*t, strict=True)]) for o, t in batches]
+        began = time.perf_counter()
+        for (o, t), (oc, tc) in zip(batches, columns, strict=True):
+            async with conn.transaction():
+                if how == "copy":
+                    await conn.copy_records_to_table("occurrences", records=o, columns=ocols)
+                    await conn.copy_records_to_table("tasks", records=t, columns=tcols)
+                else:
+                    await conn.execute(inserts["occurrences"], *oc)
+                    await conn.execute(inserts["tasks"], *tc)
+        return time.perf_counter() - began
+    finally:
+        await conn.close()
+
+
+# ---------------------------------------------------------------- one shape, one size
+
+@dataclass
+class SizeResult:
+    shape: str
+    n: int
+    seed_check: str
+    runs: dict[int, list[Run]] = field(default_factory=dict)
+    raw_copy: list[float] = field(default_factory=list)
+    raw_unnest: list[float] = field(default_factory=list)
+
+
+async def measure(dbs: Databases, shape: str, n: int, repeats: int, sample: int) -> SizeResult:
+    crons = distinct_crons(n, DUE) if shape == "distinct" else shared_crons(n, DUE)
+    template = await migrated(dbs, f"{shape}_{n}_t")
+    log(f"{shape} N={n:,}: seeding")
+    seeded = await bulk_seed(dbs.dsn(template), crons, prefix="d",
+                             confirmed_at=confirmed_before(DUE), distinct=shape == "distinct")
+    assert seeded.next_due_at == DUE
+    control = await migrated(dbs, f"{shape}_{n}_c")
+    numbers = sorted({round(i * (n - 1) / max(sample - 1, 1)) for i in range(min(sample, n))})
+    async with Database.open(dbs.dsn(control), migrate=False) as db:
+        await public_seed(db, crons, numbers, prefix="d", confirmed_at=confirmed_before(DUE),
+                          distinct=shape == "distinct")
+    ok, line = await check_bulk(dbs.dsn(template), dbs.dsn(control),
+                                [definition_id("d", i) for i in numbers])
+    await dbs.drop(control)
+    if not ok:
+        raise SystemExit(f"seed check failed for {shape} N={n}: {line}")
+    await vacuum(dbs.dsn(template))
+    result = SizeResult(shape, n, line)
     for repeat in range(repeats):
-        for supervisors in (1, 2):
-            log(f"N={n}: {supervisors} supervisor(s), repeat {repeat + 1}/{repeats}")
-            runs[supervisors].append(await one_supervisor_run(
-                dbs, template, n, now, supervisors, batch_size, cpu))
-        log(f"N={n}: raw insert, repeat {repeat + 1}/{repeats}")
-        raws.append(await raw_rate(raw_db, first_slot(due), now, n, cpu))
-    await dbs.drop(raw_db)
-    log(f"N={n}: split tick and replay")
-    split_db = await dbs.create(f"n{n}_split", template)
-    replay_db = await dbs.create(f"n{n}_replay", template)
-    await run_sql(split_db, "CHECKPOINT")
-    split = await split_tick(split_db, now, batch_size, cpu)
-    split.check_ok = (await check_admitted(split_db, n, now))[0]
-    assert split.events is not None
-    await run_sql(replay_db, "CHECKPOINT")
-    replayed = await replay(replay_db, split.events, cpu)
-    replayed.check_ok = (await check_admitted(replay_db, n, now))[0]
-    split.events = None
-    for dsn in (split_db, replay_db, template):
-        await dbs.drop(dsn)
-    return SizeResult(n, seed_check, runs, raws, split, replayed)
+        for count in (1, 2):
+            clone = await dbs.create(f"{shape}_{n}_r", template)
+            log(f"{shape} N={n:,} repeat {repeat + 1}: {count} supervisor(s)")
+            run = await admission_run(dbs.dsn(clone), n, count)
+            result.runs.setdefault(count, []).append(run)
+            if count == 1:
+                rows = await admitted_rows(dbs.dsn(clone))
+            await dbs.drop(clone)
+        for how, into in (("copy", result.raw_copy), ("unnest", result.raw_unnest)):
+            clone = await dbs.create(f"{shape}_{n}_raw", template)
+            into.append(await raw_insert(dbs.dsn(clone), rows, how))
+            await dbs.drop(clone)
+    await dbs.drop(template)
+    return result
 
 
-# ---------------------------------------------------------------- 4. idle overhead
-
+# ---------------------------------------------------------------- idle ticks
 
 @dataclass
 class IdleResult:
-    """Tick times (seconds) without / with idle definitions, and per statement."""
-
     idle: int
-    due: int
-    seed_checks: list[str]
-    empty: dict[str, list[float]]
-    busy: dict[str, list[float]]
-    statements: dict[str, dict[str, list[float]]]
-    empty_statements: dict[str, dict[str, list[float]]]
-    checks: list[str]
-
-    def ratio(self, series: dict[str, list[float]]) -> float:
-        """Median with idle / median without."""
-        return statistics.median(series["with"]) / statistics.median(series["without"])
+    without: list[float]
+    with_idle: list[float]
 
 
-async def timed_tick(db: Database, now: datetime, batch_size: int,
-                     statements: dict[str, list[float]] | None = None) -> tuple[float, TickReport]:
-    """Wall seconds of one ``tick`` at ``now`` (per-statement seconds appended if asked)."""
-    split = Split()
-    with statement_timers(split) if statements is not None else contextlib.nullcontext():
-        start = time.perf_counter()
-        report = await tick(db, FakeClock(now), None, actor="bench-idle", batch_size=batch_size)
-        elapsed = time.perf_counter() - start
-    if statements is not None:
-        for name, value in split.sql.items():
-            statements[name].append(value)
-    return elapsed, report
-
-
-async def seed_idle_pair(dbs: Databases, idle: int, due_count: int
-                         ) -> tuple[dict[str, str], datetime, list[str]]:
-    """Two databases with ``due_count`` due definitions, one also with ``idle`` idle ones."""
-    plain = await dbs.create("idle_without")
-    due = await seed(plain, DUE_SPEC, "due", due_count)
-    checks = [await check_seed(plain, "due", due_count)]
-    crowded = await dbs.create("idle_with", plain)
-    await seed(crowded, IDLE_SPEC, "idle", idle)
-    checks.append(await check_seed(crowded, "idle", idle))
-    for dsn in (plain, crowded):
-        await vacuum_analyze(dsn)
-    return {"without": plain, "with": crowded}, due, checks
-
-
-async def measure_idle(dbs: Databases, idle: int, due_count: int, days: int, empty_reps: int,
-                       batch_size: int) -> IdleResult:
-    """Empty and due ticks on a database without and one with ``idle`` idle definitions."""
-    log(f"idle: seeding {due_count} due + {idle} idle")
-    dsns, due, seed_checks = await seed_idle_pair(dbs, idle, due_count)
-    empty: dict[str, list[float]] = {"without": [], "with": []}
-    busy: dict[str, list[float]] = {"without": [], "with": []}
-    statements: dict[str, dict[str, list[float]]] = {
-        "without": defaultdict(list), "with": defaultdict(list)}
-    empty_statements: dict[str, dict[str, list[float]]] = {
-        "without": defaultdict(list), "with": defaultdict(list)}
-    checks = []
-    async with Database.open(dsns["without"], migrate=False) as a, \
-            Database.open(dsns["with"], migrate=False) as b:
-        pools = {"without": a, "with": b}
-        for day in range(days):
-            log(f"idle: day {day}")
-            order = ["without", "with"] if day % 2 == 0 else ["with", "without"]
-            slot_at = due + timedelta(days=day)
-            for key in order:
-                await run_sql(dsns[key], COMPLETE_TASKS_SQL, args=(slot_at - timedelta(hours=1),))
-                await run_sql(dsns[key], "VACUUM (ANALYZE) tasks, occurrences, definitions",
-                              "CHECKPOINT")
-            for _ in range(empty_reps):
-                for key in order:
-                    elapsed, report = await timed_tick(
-                        pools[key], slot_at - timedelta(minutes=30), batch_size,
-                        empty_statements[key] if day else None)
-                    assert report.planned == 0, report
-                    if day > 0:
-                        empty[key].append(elapsed)
-            for key in order:
-                elapsed, report = await timed_tick(pools[key], slot_at + timedelta(seconds=1),
-                                                   batch_size, statements[key] if day else None)
-                checks.append(f"day {day} {key}: admitted={report.admitted}")
-                assert report.admitted == due_count, report
-                if day > 0:
-                    busy[key].append(elapsed)
-    return IdleResult(idle, due_count, seed_checks, empty, busy, statements, empty_statements,
-                      checks)
+async def measure_idle(dbs: Databases, idle: int, samples: int) -> IdleResult:
+    empty = await migrated(dbs, "idle_0")
+    full = await migrated(dbs, "idle_n")
+    log(f"idle: seeding {idle:,} idle definitions")
+    later = DUE + timedelta(days=7)
+    await bulk_seed(dbs.dsn(full), shared_crons(idle, later), prefix="i",
+                    confirmed_at=confirmed_before(later), distinct=False)
+    for name in (empty, full):
+        await vacuum(dbs.dsn(name))
+    out: dict[str, list[float]] = {empty: [], full: []}
+    async with Database.open(dbs.dsn(empty), migrate=False) as a, \
+            Database.open(dbs.dsn(full), migrate=False) as b:
+        clock = FakeClock(DUE)
+        for index in range(samples + 5):
+            for name, db in ((empty, a), (full, b)) if index % 2 else ((full, b), (empty, a)):
+                began = time.perf_counter()
+                await tick(db, clock)
+                await db.fetchval("next_due")
+                if index >= 5:  # the first ones warm the caches
+                    out[name].append(time.perf_counter() - began)
+                clock.advance(0.25)
+    return IdleResult(idle, out[empty], out[full])
 
 
 # ---------------------------------------------------------------- report
 
-
 def log(message: str) -> None:
-    """Progress, on stderr."""
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A markdown table (readable as text too)."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    body = ["| " + " | ".join(_cell(c, w) for c, w in zip(r, widths, strict=True)) + " |"
+    body = ["| " + " | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + " |"
             for r in rows]
     return "\n".join([line, rule, *body])
 
 
-def _cell(text: str, width: int) -> str:
-    """Figures right-aligned, words left-aligned."""
-    numeric = text[:1].isdigit() or text[:1] in "+-" or text == "n/a"
-    return text.rjust(width) if numeric else text.ljust(width)
-
-
-def seconds(value: float | None) -> str:
-    """A duration, 3 decimals."""
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def median_of(values: Sequence[float | None]) -> float | None:
-    """Median of the known values."""
+def med(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
 
 
-def spread(values: Sequence[float]) -> str:
-    """``median (min-max)``."""
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+def spread(values: Sequence[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return f"{min(known):.3f}-{max(known):.3f}" if known else "-"
 
 
-def admission_table(results: Sequence[SizeResult]) -> str:
-    """Parts 1 and 2: medians over the repeats."""
+def size_rows(r: SizeResult) -> list[list[str]]:
+    raw = med(r.raw_copy)
     rows = []
-    for r in results:
-        raw_wall = statistics.median(x.wall for x in r.raws)
-        raw = r.n / raw_wall
-        for supervisors, runs in r.runs.items():
-            wall = statistics.median(x.wall for x in runs)
-            rate = r.n / wall
-            ok = all(x.check_ok and x.admitted == r.n for x in runs)
-            rows.append([
-                f"{r.n:,}", f"tick, {supervisors} supervisor(s)", spread([x.wall for x in runs]),
-                f"{rate:,.0f}", f"{rate / raw:.0%}",
-                seconds(median_of([x.supervisor_cpu for x in runs])),
-                seconds(median_of([x.server_cpu for x in runs])),
-                f"{statistics.median(x.lost_race for x in runs):,.0f}",
-                "ok" if ok else "FAILED"])
-        rows.append([f"{r.n:,}", "raw unnest insert", spread([x.wall for x in r.raws]),
-                     f"{raw:,.0f}", "100%", "", seconds(median_of([x.server_cpu for x in r.raws])),
-                     "", "ok" if all(x.check_ok for x in r.raws) else "FAILED"])
-    return table(["N", "what", "wall s median (min-max)", "rows/s", "vs raw", "sup CPU s",
-                  "PG CPU s", "lost_race", "check"], rows)
-
-
-def split_table(results: Sequence[SizeResult]) -> str:
-    """Part 3: where one in-process tick's time goes, and the SQL floor."""
-    rows = []
-    for r in results:
-        s, rp = r.split, r.replay
-        raw = r.n / statistics.median(x.wall for x in r.raws)
-        read_sql = s.sql_of(READ_SQL)
-        admit_sql = sum(v for k, v in s.sql.items() if k not in READ_SQL + SWEEP_SQL)
-        python = s.total - sum(s.sql.values())
+    for count, runs in sorted(r.runs.items()):
+        t_all = med([x.t_all for x in runs])
+        first = med([x.first for x in runs])
+        cpu = med([x.cpu / r.n * 1000 for x in runs])
         rows.append([
-            f"{r.n:,}", seconds(s.total), seconds(read_sql),
-            seconds(s.phases["read_due"] - read_sql), seconds(s.phases["plan_tick"]),
-            seconds(s.phases["admit"] - admit_sql), seconds(admit_sql),
-            f"{python / s.total:.0%}", seconds(s.process_cpu), seconds(s.server_cpu),
-            seconds(rp.wall), f"{r.n / rp.wall / raw:.0%}", seconds(rp.process_cpu),
-            seconds(rp.server_cpu), "ok" if s.check_ok and rp.check_ok else "FAILED",
-        ])
-    return table(["N", "tick s", "read SQL", "read py", "plan_tick py", "admit py", "admit SQL",
-                  "py share", "py CPU s", "PG CPU s", "replay s", "replay vs raw",
-                  "replay client CPU s", "replay PG CPU s", "check"], rows)
+            f"{r.n:,}", str(count), f"{t_all:.3f} ({spread([x.t_all for x in runs])})"
+            if t_all is not None else "timeout",
+            f"{raw:.3f}" if raw else "-", f"{med(r.raw_unnest):.3f}",
+            f"{t_all / raw:.2f}x" if t_all and raw else "-",
+            f"{cpu:.3f}" if cpu is not None else "-",
+            f"{max(max(x.rss) for x in runs):.0f}",
+            f"{first * 1000:.0f}" if first is not None else "-",
+            "ok" if all(x.ok for x in runs) else "FAIL"])
+    return rows
 
 
-def statement_table(results: Sequence[SizeResult]) -> str:
-    """Part 3, SQL detail: ms per 1000 rows per statement (driver encode/decode included)."""
-    names = sorted({k for r in results for k in r.split.sql},
-                   key=lambda k: -max(r.split.sql.get(k, 0.0) for r in results))
-    rows = [[name, *(f"{r.split.sql.get(name, 0.0) * 1000 / (r.n / 1000):.1f}"
-                     f" ({r.split.calls.get(name, 0)})" for r in results)] for name in names]
-    return table(["statement", *(f"N={r.n:,}: ms per 1000 rows (calls)" for r in results)], rows)
+HEADERS = ["N", "sup", "t_all s median (min-max)", "raw copy s", "raw unnest s", "ratio",
+           "CPU ms/def", "peak RSS MiB", "first row ms", "check"]
 
 
-def idle_table(result: IdleResult) -> str:
-    """Part 4."""
-    rows = []
-    for label, series in (("nothing due", result.empty), (f"{result.due:,} due", result.busy)):
-        rows.append([label, f"{statistics.median(series['without']) * 1000:.2f}",
-                     f"{statistics.median(series['with']) * 1000:.2f}",
-                     f"{result.ratio(series) - 1:+.1%}", str(len(series["with"]))])
-    return table(["tick", "without idle ms (median)", f"with {result.idle:,} idle ms (median)",
-                  "overhead", "samples each"], rows)
+async def server_header(dsn: str) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        version = await conn.fetchval("SELECT version()")
+        settings = {r["name"]: r["setting"] for r in await conn.fetch(
+            "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', "
+            "'shared_buffers', 'max_wal_size', 'checkpoint_timeout')")}
+    finally:
+        await conn.close()
+    return [f"server: {version}",
+            "settings: " + " ".join(f"{k}={v}" for k, v in sorted(settings.items()))]
 
 
-def idle_statement_table(label: str, statements: dict[str, dict[str, list[float]]]) -> str:
-    """Part 4, per statement of a tick (medians, ms; timers add a few µs per statement)."""
-    names = sorted(statements["with"], key=lambda k: -statistics.median(statements["with"][k]))
-    rows = []
-    for name in names:
-        without = statistics.median(statements["without"].get(name) or [0.0]) * 1000
-        with_ = statistics.median(statements["with"][name]) * 1000
-        rows.append([name, f"{without:.3f}", f"{with_:.3f}", f"{with_ - without:+.3f}"])
-    return table([f"statement ({label})", "without ms", "with ms", "difference ms"], rows)
-
-
-def print_report(header: list[str], results: Sequence[SizeResult],
-                 idle: IdleResult | None) -> None:
-    """Everything, on stdout."""
+def report(header: list[str], sizes: list[SizeResult], idle: IdleResult | None) -> None:
     print("\n".join(header))
-    if results:
-        print("\n## 1-2. Admission (one tick, all N due) vs raw batched insert\n")
-        print(admission_table(results))
-        print("\nSeed checks (clones identical to the public-path template but for ids):")
-        for r in results:
-            print(f"  N={r.n:,}: {r.seed_check}")
-        print("Admission checks (tasks == distinct idempotency keys == occurrences == admitted"
-              " == N, still_due == 0), per run:")
-        for r in results:
-            for supervisors, runs in r.runs.items():
-                for run in runs:
-                    parts = ", ".join(f"{p['actor']}: admitted={p['admitted']} "
-                                      f"planned={p['planned']} lost_race={p['lost_race']} "
-                                      f"{p['end'] - p['start']:.3f}s" for p in run.per_process)
-                    print(f"  N={r.n:,} x{supervisors}: {run.check} [{parts}]")
-            print(f"  N={r.n:,} split: {'ok' if r.split.check_ok else 'FAILED'}; replay: "
-                  f"{'ok' if r.replay.check_ok else 'FAILED'}")
-        print("\n## 3. Split of a 1-supervisor tick (in-process timers) and its SQL replayed\n")
-        print(split_table(results))
-        print()
-        print(statement_table(results))
+    for shape in ("shared", "distinct"):
+        mine = [s for s in sizes if s.shape == shape]
+        if not mine:
+            continue
+        print(f"\n## {shape}: N definitions due at {DUE.isoformat()}\n")
+        print(table(HEADERS, [row for s in mine for row in size_rows(s)]))
+        for s in mine:
+            print(f"  N={s.n:,} seed check: {s.seed_check}")
+            for count, runs in sorted(s.runs.items()):
+                for x in runs:
+                    print(f"  N={s.n:,} x{count}: t_all={x.t_all} first={x.first} "
+                          f"cpu={x.cpu:.3f}s rss={[round(v) for v in x.rss]} {x.check}")
     if idle is not None:
-        print(f"\n## 4. Tick time without / with {idle.idle:,} idle definitions\n")
-        print(idle_table(idle))
-        print()
-        print(idle_statement_table("tick, nothing due", idle.empty_statements))
-        print()
-        print(idle_statement_table(f"tick, {idle.due:,} due", idle.statements))
-        print("\nSeed checks: " + "; ".join(idle.seed_checks))
-        print("Due ticks: " + "; ".join(idle.checks))
+        a, b = med(idle.without), med(idle.with_idle)
+        assert a is not None and b is not None
+        print(f"\n## a tick with nothing due (tick + next-due read), {len(idle.without)} each\n")
+        print(table(["idle definitions", "ms median", "min-max ms"], [
+            ["0", f"{a * 1000:.2f}", f"{min(idle.without) * 1000:.2f}-{max(idle.without) * 1000:.2f}"],
+            [f"{idle.idle:,}", f"{b * 1000:.2f}",
+             f"{min(idle.with_idle) * 1000:.2f}-{max(idle.with_idle) * 1000:.2f}"]]))
+        print(f"  difference: {(b - a) / a * 100:+.1f}%")
+    print("\n## targets\n")
+    rows = []
+    for s in sizes:
+        runs1 = s.runs.get(1, [])
+        raw = med(s.raw_copy)
+        t1 = med([x.t_all for x in runs1])
+        t2 = med([x.t_all for x in s.runs.get(2, [])])
+        if s.shape == "distinct" and s.n in (10_000, 100_000) and t1 and raw:
+            goal = 3.0 if s.n == 10_000 else 2.0
+            best = min(t for t in (t1, t2) if t)
+            rows.append([f"{s.n:,} distinct within {goal:g}x raw", f"{best / raw:.2f}x",
+                         _met(best / raw <= goal)])
+        if t1 and t2:
+            rows.append([f"{s.shape} {s.n:,}: 2 supervisors no slower than 1",
+                         f"{t2:.3f} s vs {t1:.3f} s", _met(t2 <= t1 * 1.02)])
+        if s.n >= 1000:
+            cpu = med([x.cpu / s.n * 1000 for x in runs1])
+            if cpu is not None:
+                rows.append([f"{s.shape} {s.n:,}: CPU <= 0.05 ms/def", f"{cpu:.3f} ms",
+                             _met(cpu <= 0.05)])
+        if s.n in (1, 1000):
+            first = med([x.first for x in runs1])
+            if first is not None:
+                rows.append([f"{s.shape} {s.n:,}: first row <= 100 ms", f"{first * 1000:.0f} ms",
+                             _met(first <= 0.1)])
+        if s.n == 100_000:
+            rss = max(max(x.rss) for x in runs1)
+            rows.append([f"{s.shape} 100,000: peak RSS <= 150 MiB", f"{rss:.0f} MiB",
+                         _met(rss <= 150)])
+    if idle is not None:
+        a, b = med(idle.without), med(idle.with_idle)
+        assert a is not None and b is not None
+        rows.append([f"idle tick: {idle.idle:,} idle within 10%", f"{(b - a) / a * 100:+.1f}%",
+                     _met(abs(b - a) / a <= 0.10)])
+    print(table(["target", "measured", "met?"], rows))
 
 
-async def server_header(dsn: str, args: argparse.Namespace) -> list[str]:
-    """What the figures were measured on."""
-    row = await fetch_one(dsn, "SELECT version() AS v, current_setting('synchronous_commit') AS sc,"
-                               " current_setting('shared_buffers') AS sb,"
-                               " current_setting('random_page_cost') AS rpc")
-    return [
-        f"# watchkeeper admission bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"machine: {os.cpu_count()} cores; Python {sys.version.split()[0]}; "
-        f"asyncpg {asyncpg.__version__}",
-        f"server: {row['v']}",
-        f"synchronous_commit={row['sc']} shared_buffers={row['sb']} "
-        f"random_page_cost={row['rpc']}; tick batch_size={args.batch_size}; "
-        f"raw batch={RAW_BATCH}; repeats={args.repeats}",
-        "supervisor = one spawned OS process running one tick with its own Database.open pool",
-    ]
+def _met(ok: bool) -> str:
+    return "yes" if ok else "**no**"
 
+
+# ---------------------------------------------------------------- main
 
 async def bench(server: str, args: argparse.Namespace) -> None:
-    """Run every part against ``server`` and print the report."""
-    header = await server_header(server, args)
-    cpu = await ServerCpu.of(server)
     dbs = Databases(server)
-    results = []
-    idle = None
+    header = [f"# watchkeeper admission bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+              f"machine: {os.cpu_count()} cores; Python {sys.version.split()[0]}; "
+              f"asyncpg {asyncpg.__version__}", *await server_header(server),
+              f"repeats={args.repeats}; supervisor: workers=0, batch 1000 (first 100), "
+              "2 admission lanes, LISTEN/NOTIFY"]
+    sizes: list[SizeResult] = []
     try:
-        for n in args.sizes:
-            results.append(await measure_size(dbs, n, args.batch_size, args.repeats, cpu))
-        if args.idle > 0:
-            idle = await measure_idle(dbs, args.idle, args.idle_due, args.days, args.empty_reps,
-                                      args.batch_size)
+        for shape in args.shapes:
+            for n in args.sizes:
+                sizes.append(await measure(dbs, shape, n, args.repeats, args.sample))
+        idle = await measure_idle(dbs, args.idle, args.idle_samples) if args.idle else None
     finally:
         await dbs.drop_all()
-    print_report(header, results, idle)
-
-
-def sizes(text: str) -> list[int]:
-    """``1000,10000`` -> ``[1000, 10000]``."""
-    return [int(part) for part in text.split(",") if part.strip()]
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Command-line options."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--sizes", type=sizes, default=[1000, 10000, 100000],
-                        help="numbers of due definitions (default 1000,10000,100000)")
-    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL") or None,
-                        help="server DSN (default DATABASE_URL, else an embedded server)")
-    parser.add_argument("--batch-size", type=int, default=1000, help="tick batch_size")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="timed ticks per supervisor count and raw inserts, per N")
-    parser.add_argument("--idle", type=int, default=100_000,
-                        help="idle definitions for part 4 (0 skips part 4)")
-    parser.add_argument("--idle-due", type=int, default=1000, help="due definitions in part 4")
-    parser.add_argument("--days", type=int, default=6,
-                        help="due ticks per database in part 4, the first a warm-up (max 6)")
-    parser.add_argument("--empty-reps", type=int, default=10,
-                        help="empty ticks per database per day in part 4")
-    args = parser.parse_args(argv)
-    if not 2 <= args.days <= 6:
-        parser.error("--days must be 2..6 (the idle definitions fall due on day 7)")
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
-    return args
+    report(header, sizes, idle)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the bench on the given server or on an embedded one."""
-    args = parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")],
+                        default=[1, 1000, 10_000, 100_000])
+    parser.add_argument("--shapes", type=lambda t: t.split(","), default=["shared", "distinct"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sample", type=int, default=20,
+                        help="definitions seeded again through the use cases for the check")
+    parser.add_argument("--idle", type=int, default=1_000_000)
+    parser.add_argument("--idle-samples", type=int, default=50)
+    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
+    args = parser.parse_args(argv)
     if args.dsn:
         asyncio.run(bench(args.dsn, args))
         return
-    with tempfile.TemporaryDirectory(prefix="wkbench-") as home, \
+    with tempfile.TemporaryDirectory(prefix="wk-bench-pg-") as home, \
             embedded_postgres(Path(home)) as dsn:
         asyncio.run(bench(dsn, args))
 
 
 if __name__ == "__main__":
-    main()
+    with contextlib.suppress(KeyboardInterrupt):
+        main()

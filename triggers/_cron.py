@@ -29,9 +29,8 @@ import functools
 import re
 import zoneinfo
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from croniter import CroniterBadCronError, CroniterError, croniter
 
@@ -52,8 +51,7 @@ _DAYS = {d.lower() for d in calendar.day_abbr}
 _FIELD = "trigger.expr"
 
 
-@dataclass(frozen=True, slots=True)
-class CronExpression:
+class CronExpression(NamedTuple):
     """A validated 5-field cron expression (minute hour day-of-month month day-of-week).
 
     Attributes:
@@ -126,23 +124,32 @@ class CronExpression:
         a ``start`` with seconds begins at the next minute), increasing, up to the last
         day :class:`datetime` can hold. Pure calendar arithmetic: no zone, no DST."""
         if start.second or start.microsecond:
-            start = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
+            start = start.replace(second=0, microsecond=0) + _ONE_MINUTE
+        wall = self.first_wall(start)
+        while wall is not None:
+            yield wall
+            if wall.hour == 23 and wall.minute == 59 and wall.date() == date.max:
+                return
+            wall = self.first_wall(wall + _ONE_MINUTE)
+
+    def first_wall(self, start: datetime) -> datetime | None:
+        """The first matching wall time at or after the naive, minute-aligned ``start``;
+        ``None`` past the last day :class:`datetime` can hold."""
         minutes, hours = self.masks[0], self.masks[1]
-        day, hour, minute = start.date(), start.hour, start.minute
-        while True:
+        day: date | None = start.date()
+        hour, minute = start.hour, start.minute
+        while day is not None:
             if self._day(day):
                 h = _next_bit(hours, hour)
                 while h >= 0:
                     m = _next_bit(minutes, minute if h == hour else 0)
-                    while m >= 0:
-                        yield datetime(day.year, day.month, day.day, h, m)  # noqa: DTZ001 - a wall time
-                        m = _next_bit(minutes, m + 1)
+                    if m >= 0:
+                        return datetime(day.year, day.month, day.day, h, m)  # noqa: DTZ001 - a wall
                     h = _next_bit(hours, h + 1)
             if day == date.max:
-                return
+                return None
             day, hour, minute = self._next_day(day + _ONE_DAY), 0, 0
-            if day is None:
-                return
+        return None
 
     def _next_day(self, day: date) -> date | None:
         """The first day at or after ``day`` in a month of the expression (``None``
@@ -162,6 +169,8 @@ class CronExpression:
 
 
 _ONE_DAY = timedelta(days=1)
+_ZONES: dict[str, zoneinfo.ZoneInfo] = {}
+"""Zones already loaded by name (loading checks the name against the tz database)."""
 _CRON_WEEKDAY = (1, 2, 3, 4, 5, 6, 0)
 """Python's ``date.weekday()`` (Monday 0) -> cron's day of week (Sunday 0)."""
 _FULL = {0: (0, 59), 1: (0, 23), 2: (1, 31), 3: (1, 12), 4: (0, 6)}
@@ -283,7 +292,9 @@ class CronSchedule:
     def __init__(self, expr: CronExpression | str, zone: str, dst_gap: DstGap = "skip") -> None:
         self.expr = expr if isinstance(expr, CronExpression) else CronExpression.parse(expr)
         self.zone_name = zone
-        self.zone = load_zone(zone, "trigger.zone")
+        zones = _ZONES.get(zone)
+        self.zone = zones if zones is not None else load_zone(zone, "trigger.zone")
+        _ZONES.setdefault(zone, self.zone)
         self.dst_gap = dst_gap
 
     def __repr__(self) -> str:
@@ -317,21 +328,22 @@ class CronSchedule:
         if remaining is not None and remaining < 2:
             return None
         zone, name = self.zone, self.zone_name
-        local = cursor.astimezone(zone)
-        if local.fold or zone.utcoffset(datetime(  # noqa: DTZ001 - the cursor's wall, second fold
-                local.year, local.month, local.day, local.hour, local.minute, local.second,
-                local.microsecond, fold=1)) != local.utcoffset():
+        start = _minute_after(cursor, zone, name)
+        if start is None:
             return None
-        walls = self.expr.walls_from(datetime(  # noqa: DTZ001 - a wall time
-            local.year, local.month, local.day, local.hour, local.minute) + _ONE_MINUTE)
-        first = _plain_slot(next(walls, None), zone, name)
+        expr = self.expr
+        wall = expr.first_wall(start)
+        if wall is None:
+            return None
+        first = _plain_slot(wall, zone, name)
         if first is None:
             return None
         if first.scheduled_for > now:
             if until is not None and first.scheduled_for > until:
                 return None
             return DueWindow(0, None, None, None, None, first)
-        second = _plain_slot(next(walls, None), zone, name)
+        after = expr.first_wall(wall + _ONE_MINUTE)
+        second = None if after is None else _plain_slot(after, zone, name)
         if second is None or second.scheduled_for <= now or (
                 until is not None and second.scheduled_for > until):
             return None
@@ -426,18 +438,55 @@ class CronSchedule:
 _ONE_MINUTE = timedelta(minutes=1)
 
 
-def _plain_slot(wall: datetime | None, zone: zoneinfo.ZoneInfo, zone_name: str) -> Slot | None:
+def _plain_slot(wall: datetime, zone: zoneinfo.ZoneInfo, zone_name: str) -> Slot | None:
     """The slot of a matching naive ``wall`` if exactly one instant has it (it reads the
-    same in both folds, PEP 495), else ``None``."""
-    if wall is None:
-        return None
+    same in both folds, PEP 495), else ``None``. Remembered per (zone, wall): definitions
+    due at one instant share their zones' wall times, and a slot is an immutable value."""
+    key = (zone_name, wall)
+    found = _PLAIN.get(key, _UNSEEN)
+    if found is not _UNSEEN:
+        return found  # type: ignore[return-value]
     offset = zone.utcoffset(wall)
     year, month, day, hour, minute = wall.year, wall.month, wall.day, wall.hour, wall.minute
-    if offset is None or offset != zone.utcoffset(
+    slot = None
+    if offset is not None and offset == zone.utcoffset(
             datetime(year, month, day, hour, minute, fold=1)):  # noqa: DTZ001 - a wall time
-        return None
-    return Slot(f"{wall.isoformat(timespec='minutes')}[{zone_name}]",
-                datetime(year, month, day, hour, minute, tzinfo=UTC) - offset, zone_name, wall)
+        slot = Slot(f"{wall.isoformat(timespec='minutes')}[{zone_name}]",
+                    datetime(year, month, day, hour, minute, 0, 0, UTC) - offset, zone_name, wall)
+    _remember(_PLAIN, key, slot)
+    return slot
+
+
+def _minute_after(cursor: datetime, zone: zoneinfo.ZoneInfo, zone_name: str) -> datetime | None:
+    """The naive local minute after the aware ``cursor``'s wall time in ``zone``, when
+    exactly one instant has that wall time (else ``None``). Remembered per (zone, cursor):
+    the definitions of one due instant share their cursors."""
+    key = (zone_name, cursor)
+    found = _MINUTES.get(key, _UNSEEN)
+    if found is not _UNSEEN:
+        return found  # type: ignore[return-value]
+    local = cursor.astimezone(zone)
+    start = None
+    if not local.fold and zone.utcoffset(datetime(  # noqa: DTZ001 - the wall, second fold
+            local.year, local.month, local.day, local.hour, local.minute, local.second,
+            local.microsecond, fold=1)) == local.utcoffset():
+        start = datetime(  # noqa: DTZ001 - a wall time
+            local.year, local.month, local.day, local.hour, local.minute) + _ONE_MINUTE
+    _remember(_MINUTES, key, start)
+    return start
+
+
+_UNSEEN = object()
+_PLAIN: dict[tuple[str, datetime], Slot | None] = {}
+_MINUTES: dict[tuple[str, datetime], datetime | None] = {}
+_REMEMBERED = 65_536
+"""Entries kept in each of those two memories (then it starts over): a few MiB."""
+
+
+def _remember(memory: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memory) >= _REMEMBERED:
+        memory.clear()
+    memory[key] = value
 
 
 _RUN_AFTER = "; runs once at the first instant after the gap (dst_gap=run_after)."

@@ -95,15 +95,19 @@ class Timing(NamedTuple):
     expires_at: datetime
 
 
+_ZERO = timedelta(0)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def jitter_offset(jitter: timedelta, *key_parts: str) -> timedelta:
     """A deterministic offset in ``[0, jitter)`` from a hash of the occurrence key.
 
     Every replica computes the same value; it is applied to the nominal slot and
     never fed back into the cadence. ``jitter <= 0`` gives zero. Resolution 1 µs.
     """
-    span = jitter // timedelta(microseconds=1)
-    if span <= 0:
-        return timedelta(0)
+    if jitter <= _ZERO:
+        return _ZERO
+    span = jitter // _MICROSECOND
     digest = hashlib.sha256("\x1f".join(key_parts).encode()).digest()
     return timedelta(microseconds=(int.from_bytes(digest[:8], "big") * span) >> 64)
 
@@ -112,7 +116,9 @@ def occurrence_timing(
     slot: Slot, *, jitter: timedelta, late_grace: timedelta, key_parts: Sequence[str]
 ) -> Timing:
     """Timing of ``slot`` for one binding; ``key_parts`` identify the occurrence."""
-    not_before = slot.scheduled_for + jitter_offset(jitter, *key_parts)
+    not_before = slot.scheduled_for
+    if jitter:
+        not_before += jitter_offset(jitter, *key_parts)
     return Timing(slot.scheduled_for, not_before, not_before + late_grace)
 
 

@@ -60,8 +60,9 @@ class Slot(NamedTuple):
 
 def format_utc(instant: datetime) -> str:
     """ISO 8601 in UTC ending in ``Z``; microseconds only when non-zero."""
-    text = instant.astimezone(UTC).replace(tzinfo=None).isoformat()
-    return text + "Z"
+    if instant.tzinfo is not UTC:
+        instant = instant.astimezone(UTC)
+    return instant.isoformat()[:-6] + "Z"  # drops "+00:00"
 
 
 def utc_slot_key(instant: datetime) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,22 +31,36 @@ from watchkeeper.triggers import (
     AdmissionVerdict,
     Binding,
     BudgetState,
+    CompiledSpec,
     Decision,
     EventKind,
     budget_period,
     decide_admission,
-    format_utc,
     load_zone,
     tzdata_version,
 )
 
 from .._errors import CommitOutcomeUnknown
 from ..store._db import Connection, Database, JsonText
+from ._quick import QuickRow, quick_row
 from ._registry import Registry
-from ._tick import Candidate, DueKey, Owner, Plan, delivery_json, lock_due, plan_tick
+from ._tick import (
+    Candidate,
+    DueDefinition,
+    DueKey,
+    Owner,
+    Plan,
+    delivery_json,
+    due_definition,
+    gc_paused,
+    lock_due,
+    plan_tick,
+    schedule_stamp,
+    trusted_schedule,
+)
 
 __all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "admit_due", "apply_plans",
-           "budget_states", "insert_tasks", "task_row", "trusted_schedule"]
+           "budget_states", "insert_tasks", "task_row"]
 
 log = logging.getLogger("watchkeeper.admission")
 
@@ -142,29 +155,51 @@ async def admit_due(db: Database, now: datetime, limit: int, after: DueKey, acto
     """
     report = TickReport()
     plans: list[Plan] = []
+    quick: list[QuickRow] = []
     position: DueKey | None = None
     try:
         async with db.transaction() as tx:
             await tx.execute("admission_planner")
-            due, position = await lock_due(tx, now, limit, after)
+            rows, compiled, position = await lock_due(tx, now, limit, after)
+            with gc_paused():
+                quick, due = split_quick(rows, compiled, now)
             plans = await plan_tick(due, now, registry)
-            report.planned = len(plans)
-            await apply_plans(tx, plans, (), now, actor, report)
+            report.planned = len(rows)
+            await apply_plans(tx, plans, (), now, actor, report, quick)
     except CommitOutcomeUnknown as lost:
         log.warning("COMMIT acknowledgement lost for a tick batch; settling, then reading back")
         await db.settle(lost)
-        return await _recover(db, plans, report, actor, now), position
+        keys = [key for _, key in quick]
+        return await _recover(db, plans, report, actor, now, keys), position
     return report, position
 
 
+def split_quick(rows: Sequence[Any], compiled: dict[str, CompiledSpec], now: datetime
+                ) -> tuple[list[QuickRow], list[DueDefinition]]:
+    """The locked rows in the common case, staged (:mod:`._quick`); the others as due
+    definitions for the general planning."""
+    quick: list[QuickRow] = []
+    due: list[DueDefinition] = []
+    for row in rows:
+        spec = compiled[row["spec_hash"]]
+        staged = quick_row(row, spec, now, len(quick))
+        if staged is not None:
+            quick.append(staged)
+        else:
+            due.append(due_definition(row, spec))
+    return quick, due
+
+
 async def apply_plans(tx: Connection, kept: Sequence[Plan], fenced: Sequence[Plan],
-                      now: datetime, actor: str, report: TickReport) -> None:
+                      now: datetime, actor: str, report: TickReport,
+                      quick: Sequence[QuickRow] = ()) -> None:
     """Decide and write ``kept`` (plans whose definitions ``tx`` holds locked, under the
-    fence and cursor they were computed with) and record ``fenced`` as fenced out."""
+    fence and cursor they were computed with) with the ``quick`` rows staged already
+    (their ordinals first), and record ``fenced`` as fenced out."""
     kept = await _require_real_owners(tx, kept)
     verdicts = await _decide(tx, kept)
-    claimed = await _write(tx, kept, verdicts, now, actor)
-    await _after_claims(tx, claimed, verdicts, now, report)
+    claimed = await _write(tx, kept, verdicts, now, actor, quick)
+    await _after_claims(tx, claimed, verdicts, now, report, len(quick))
     await _record_events(tx, kept, fenced, now, actor, report)
 
 
@@ -285,9 +320,22 @@ async def budget_states(tx: Connection, wanted: list[tuple[Plan, Candidate]]
 
 
 async def _write(tx: Connection, plans: Sequence[Plan], verdicts: Verdicts, now: datetime,
-                 actor: str) -> list[int]:
-    """Stage the batch (:data:`STAGE_COLUMNS`) and run ``admission_write``: claim, insert
-    tasks, advance; the indexes (into ``verdicts``) of the claimed occurrences."""
+                 actor: str, quick: Sequence[QuickRow]) -> list[int]:
+    """Stage the batch (:data:`STAGE_COLUMNS`: the quick rows, then the plans') and run
+    ``admission_write``: claim, insert tasks, advance; the ordinals of the claimed
+    occurrences (quick rows first, then indexes into ``verdicts`` after them)."""
+    with gc_paused():
+        rows = [staged for staged, _ in quick]
+        rows += _stage_rows(plans, verdicts, now, len(quick))
+    if not rows:
+        return []
+    await tx.stage("wk_stage_admission", STAGE_COLUMNS, rows)
+    return list(await tx.fetchval("admission_write", tzdata_version(), now, actor))
+
+
+def _stage_rows(plans: Sequence[Plan], verdicts: Verdicts, now: datetime,
+                offset: int = 0) -> list[tuple[Any, ...]]:
+    """The staged rows of ``plans``, their ordinals ``offset`` + index into ``verdicts``."""
     rows: list[tuple[Any, ...]] = []
     index = 0
     for plan in plans:
@@ -302,13 +350,11 @@ async def _write(tx: Connection, plans: Sequence[Plan], verdicts: Verdicts, now:
             continue
         for cand in plan.candidates:
             _, _, verdict, _ = verdicts[index]
-            rows.append((index, *_candidate_columns(plan, cand, verdict, now), *advance))
+            rows.append((offset + index, *_candidate_columns(plan, cand, verdict, now),
+                         *advance))
             advance = _NO_ADVANCE
             index += 1
-    if not rows:
-        return []
-    await tx.stage("wk_stage_admission", STAGE_COLUMNS, rows)
-    return list(await tx.fetchval("admission_write", tzdata_version(), now, actor))
+    return rows
 
 
 STAGE_COLUMNS = (
@@ -320,6 +366,7 @@ STAGE_COLUMNS = (
 )
 """The columns of ``wk_stage_admission``, staged for ``admission_write``."""
 _NO_ADVANCE = (None, None, None, None)
+_ADMITTED = Decision.ADMITTED.value
 _NO_CANDIDATE = (None,) * 25
 
 
@@ -363,12 +410,16 @@ def _candidate_columns(plan: Plan, cand: Candidate, verdict: AdmissionVerdict,
 
 
 async def _after_claims(tx: Connection, claimed: list[int], verdicts: Verdicts, now: datetime,
-                        report: TickReport) -> None:
-    """Count the claimed decisions; consume budgets and cancel previous tasks for the
-    claimed admissions; collect the claimed ``run`` units."""
+                        report: TickReport, quick: int = 0) -> None:
+    """Count the claimed decisions (ordinals below ``quick`` are quick rows: admitted, with
+    no budget, cancellation or ``run`` unit); consume budgets and cancel previous tasks
+    for the claimed admissions; collect the claimed ``run`` units."""
     budget_rows, cancels = [], []
-    for index in claimed:
-        plan, cand, verdict, period = verdicts[index]
+    for ordinal in claimed:
+        if ordinal < quick:
+            report.decisions[_ADMITTED] += 1
+            continue
+        plan, cand, verdict, period = verdicts[ordinal - quick]
         report.decisions[verdict.decision.value] += 1
         if verdict.decision is not Decision.ADMITTED:
             continue
@@ -449,31 +500,6 @@ def _binding_payload(binding: Binding) -> dict[str, Any]:
     return cached[1]
 
 
-def trusted_schedule(definition_id: str, revision: int, slot: str, kind: str,
-                     scheduled_for: datetime) -> dict[str, Any]:
-    """The schedule fields the runtime stamps into a task's params (``params.schedule``);
-    bindings may not set this key, so an agent can trust it."""
-    return {"definition_id": definition_id, "revision": revision, "slot": slot, "kind": kind,
-            "scheduled_for": format_utc(scheduled_for)}
-
-
-def schedule_stamp(definition_id: str, revision: int, slot: str, kind: str,
-                   scheduled_for: datetime) -> str:
-    """``{"schedule": trusted_schedule(...)}`` as JSON text, the same as ``json.dumps``
-    writes it, built without the encoder when no string needs escaping (identifiers,
-    slot keys and zone names never do; anything else goes through ``json.dumps``)."""
-    when = format_utc(scheduled_for)
-    if not all(_PLAIN_JSON.fullmatch(text) for text in (definition_id, slot, kind)):
-        return json.dumps({"schedule": trusted_schedule(definition_id, revision, slot, kind,
-                                                        scheduled_for)})
-    return (f'{{"schedule": {{"definition_id": "{definition_id}", "revision": {int(revision)}, '
-            f'"slot": "{slot}", "kind": "{kind}", "scheduled_for": "{when}"}}}}')
-
-
-_PLAIN_JSON = re.compile(r"[A-Za-z0-9._:@#/+\[\]-]*")
-"""Characters a JSON string holds as themselves (no escape), in what a stamp contains."""
-
-
 async def _record_events(tx: Connection, kept: Sequence[Plan], fenced: Sequence[Plan],
                          now: datetime, actor: str, report: TickReport) -> None:
     rows: list[tuple[Any, ...]] = []
@@ -528,13 +554,14 @@ def _plan_events(plan: Plan, report: TickReport) -> list[tuple[Any, ...]]:
 
 
 async def _recover(db: Database, writes: Sequence[Plan], report: TickReport, actor: str,
-                   now: datetime) -> TickReport:
+                   now: datetime, quick: Sequence[tuple[str, str, str, str, str]] = ()
+                   ) -> TickReport:
     """After a lost (and settled) COMMIT: the batch committed iff its occurrence rows exist
     with this tick's ``decided_by`` and ``decided_at``. Cursors are no evidence: another
     replica may have moved them since."""
     report.recovered = True
-    keys = [(c.tenant_id, p.due.definition_id, c.binding_id, c.slot.key, c.kind)
-            for p in writes for c in p.candidates]
+    keys = [*quick, *((c.tenant_id, p.due.definition_id, c.binding_id, c.slot.key, c.kind)
+                      for p in writes for c in p.candidates)]
     if not keys:
         return report  # nothing was claimed: only idempotent cursor moves, if anything
     rows = await db.fetch("occurrences_by_keys", *[list(col) for col in zip(*keys, strict=True)])

@@ -131,6 +131,8 @@ class SupervisorConfig:
             the database stays away.
         drain_seconds: how long runs and delivery passes in flight may go on after a stop
             request (:meth:`Supervisor.drain`) before they are interrupted; may be zero.
+        batch_size, admission_lanes: definitions per admission transaction, and such
+            transactions in flight at once (:func:`~._scheduler.tick`).
         listen: wake on PostgreSQL notifications (LISTEN/NOTIFY: a definition due sooner,
             new tasks, new deliveries) besides the due instants and the tick period;
             behind a transaction pooler the supervisor polls instead, and says so.
@@ -148,6 +150,7 @@ class SupervisorConfig:
     skew_budget: float | None = 2.0
     skew_check_seconds: float = 10.0
     batch_size: int = 1000
+    admission_lanes: int = 2
     poll_batch: int = 200
     restart_limit: int | None = None
     retry_base: float = 2.0
@@ -171,6 +174,8 @@ class SupervisorStatistics:
         takeovers: expired leases this supervisor's workers took over.
         delivery_outcomes: dispatch outcomes (delivered, retrying, dead, suppressed,
             deferred) by kind.
+        planned: definitions this supervisor's ticks planned (locked and decided: no
+            other supervisor planned the same due slot).
         wake: how the loops learn of new work besides their due instants:
             ``"notify"`` (listening), ``"connecting"`` (not yet, or again after a lost
             connection), or ``"polling: <why>"``.
@@ -193,6 +198,7 @@ class SupervisorStatistics:
     takeovers: int = 0
     delivery_outcomes: dict[str, int] = field(default_factory=dict)
     wake: str = ""
+    planned: int = 0
 
     @property
     def completed(self) -> int:
@@ -223,6 +229,7 @@ class Supervisor:
         self.channels: dict[str, Channel] = channels or default_channels(
             config.home, self.store, self.clock, webhook_timeout=config.webhook_timeout)
         self._ticks = self._admitted = self._deliveries = self._polls = self._fires = 0
+        self._planned = 0
         self._outcomes: Counter[str] = Counter()
         self._decisions: Counter[str] = Counter()
         self._polls_by: Counter[tuple[str, str]] = Counter()
@@ -536,7 +543,8 @@ class Supervisor:
                                     dict(self._decisions), dict(self._polls_by),
                                     tuple(cumulative), self._tick_sum,
                                     sum(w.takeovers for w in self._workers),
-                                    dict(self._delivery_outcomes), self._wake_state())
+                                    dict(self._delivery_outcomes), self._wake_state(),
+                                    self._planned)
 
     # ---------------------------------------------------------------- steps
 
@@ -545,12 +553,14 @@ class Supervisor:
             return False
         started, now = self.clock.monotonic(), self.clock.now()
         report = await tick(self.db, self.clock, self.registry, actor=self.config.supervisor_id,
-                            batch_size=self.config.batch_size, execute_runs=False, now=now)
+                            batch_size=self.config.batch_size, execute_runs=False, now=now,
+                            lanes=self.config.admission_lanes)
         took = self.clock.monotonic() - started
         self._tick_sum += took
         self._tick_buckets[next(b for b in TICK_BUCKETS if took <= b)] += 1
         self._decisions.update(report.decisions)
         self._ticks += 1
+        self._planned += report.planned
         self._admitted += report.admitted
         if report.admitted:
             self._kick("work")

@@ -413,19 +413,18 @@ admitted AS (
                        status, status_reason, late, late_policy, scheduled_for, not_before,
                        expires_at, deadline_seconds, max_attempts, held_behind, admitted_at)
     SELECT k.tenant_id, k.definition_tenant_id, k.definition_id, k.binding_id, k.slot, k.kind,
-           k.revision, k.owner_user_id, p.payload ->> 'agent', p.payload ->> 'message',
-           CASE WHEN k.payload IS NULL THEN coalesce(p.payload -> 'params', '{}') || k.params
+           k.revision, k.owner_user_id, coalesce(k.payload, r.payload) ->> 'agent',
+           coalesce(k.payload, r.payload) ->> 'message',
+           CASE WHEN k.payload IS NULL THEN coalesce(r.payload -> 'params', '{}') || k.params
                 ELSE k.params END,
-           p.payload -> 'delivery', nullif(p.payload -> 'audiences', 'null'),
+           coalesce(k.payload, r.payload) -> 'delivery',
+           nullif(coalesce(k.payload, r.payload) -> 'audiences', 'null'),
            k.task_status, k.reason, k.late, k.late_policy, k.scheduled_for, k.not_before,
            k.expires_at, k.deadline_seconds, k.max_attempts, k.held_behind, $2::timestamptz
     FROM kept k
-    CROSS JOIN LATERAL (
-        SELECT coalesce(k.payload, (
-            SELECT r.payload FROM definition_revisions r
-            WHERE r.tenant_id = k.definition_tenant_id AND r.definition_id = k.definition_id
-              AND r.revision = k.revision)) AS payload
-    ) p
+    LEFT JOIN definition_revisions r
+      ON k.payload IS NULL AND r.tenant_id = k.definition_tenant_id
+     AND r.definition_id = k.definition_id AND r.revision = k.revision
     WHERE k.task_status IS NOT NULL
 ),
 advanced AS (
