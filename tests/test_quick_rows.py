@@ -5,6 +5,7 @@ transitions and ticks early, on time and late; and it answers in the common case
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,14 @@ from test_compiled import specs, stored_road
 
 from watchkeeper.runtime.engine._admission import _stage_rows
 from watchkeeper.runtime.engine._quick import quick_row
-from watchkeeper.runtime.engine._tick import due_definition, plan_one
+from watchkeeper.runtime.engine._tick import (
+    due_definition,
+    epoch_us,
+    plan_one,
+    schedule_stamp,
+    trusted_schedule,
+    wall_us,
+)
 from watchkeeper.triggers import USER_BINDING_ID, CompiledSpec, SpecError, decide_admission, parse_spec
 
 POINTS = sorted({p for points in TRANSITIONS.values() for p in points}
@@ -105,6 +113,37 @@ def test_the_common_case_is_quick() -> None:
         assert quick is not None, trigger
         staged, key = quick
         assert staged[0] == 7 and staged[4] == slot and key[3] == slot
-        assert staged[8] == due  # scheduled_for
+        due_us = int(due.timestamp()) * 1_000_000
+        assert staged[8] == due_us == epoch_us(due)  # scheduled_for, in µs since the epoch
         assert staged[14:18] == ("admitted", staged[15], False, 1.0)  # decision, late, lateness
-        assert staged[-4:] == (due, 1, following, "active")  # cursor, slots_seen, next due
+        assert staged[-4:] == (due_us, 1, int(following.timestamp()) * 1_000_000, "active")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=12), st.integers(0, 2**31 - 1), st.text(max_size=40),
+       st.sampled_from(["scheduled", "manual"]),
+       st.datetimes(timezones=st.just(UTC)))
+@example("weekly-review", 2, "2026-12-02T20:00[Europe/Paris]", "scheduled",
+         datetime(2026, 12, 2, 19, tzinfo=UTC))
+@example('a"b\\c', 1, "2026-12-02T20:00[Europe/Paris]", "scheduled",
+         datetime(2026, 12, 2, 19, 0, 0, 5, tzinfo=UTC))
+def test_the_schedule_stamp_is_what_json_writes(definition_id: str, revision: int, slot: str,
+                                                kind: str, when: datetime) -> None:
+    """The stamp built without the encoder is, byte for byte, ``json.dumps`` of the
+    trusted schedule, whatever the identifiers hold (quotes, escapes, non-ASCII), twice
+    (the second time from the remembered part)."""
+    expected = json.dumps({"schedule": trusted_schedule(definition_id, revision, slot, kind, when)})
+    assert schedule_stamp(definition_id, revision, slot, kind, when) == expected
+    assert schedule_stamp(definition_id, revision, slot, kind, when) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_staged_instants_are_exact_microseconds(instant: datetime) -> None:
+    """An instant staged as microseconds since the epoch (and a wall time likewise) is
+    the same instant, to the microsecond, across the whole datetime range."""
+    us = epoch_us(instant)
+    assert us is not None
+    assert datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us) == instant
+    wall = instant.replace(tzinfo=None)
+    assert datetime(1970, 1, 1) + timedelta(microseconds=wall_us(wall)) == wall  # noqa: DTZ001

@@ -120,11 +120,17 @@ class CompiledSpec(NamedTuple):
             return None
         (_, trigger, calendar, until, after, jitter, policy, grace, overrun, deadline,
          attempts, limit, period, zone) = data
-        return cls(
+        return _new(cls, (
             _calendar_of(trigger, calendar), trigger,
             None if until is None else datetime.fromisoformat(until), after,
             _duration(jitter), _POLICIES[policy], _duration(grace), _OVERRUNS[overrun],
-            _duration(deadline), attempts, limit, _PERIODS[period], zone)
+            _duration(deadline), attempts, limit, _PERIODS[period], zone))
+
+
+_new = tuple.__new__
+"""A named tuple made from a tuple of all its fields (what ``_make`` does), without the
+keyword binding of its generated ``__new__``: every due row of a distinct spec makes
+two."""
 
 
 def _duration(microseconds: int) -> timedelta:
@@ -181,9 +187,7 @@ def _calendar_json(calendar: Calendar) -> list[Any]:
 def _calendar_of(kind: str, data: Sequence[Any]) -> Calendar:
     if kind == "cron":
         text, zone, gap, fixed, day_or, masks = data
-        expr = CronExpression(text, fixed, day_or, (masks[0], masks[1], masks[2], masks[3],
-                                                    masks[4]))
-        return CronSchedule(expr, zone, gap)
+        return CronSchedule(_new(CronExpression, (text, fixed, day_or, tuple(masks))), zone, gap)
     if kind in ("interval", "condition"):
         return IntervalSchedule(timedelta(microseconds=data[0]), datetime.fromisoformat(data[1]))
     return AtSchedule(datetime.fromisoformat(data[0]), data[1], data[2])

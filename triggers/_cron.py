@@ -289,6 +289,8 @@ class CronSchedule:
         SpecError: bad expression or zone.
     """
 
+    __slots__ = ("dst_gap", "expr", "zone", "zone_name")
+
     def __init__(self, expr: CronExpression | str, zone: str, dst_gap: DstGap = "skip") -> None:
         self.expr = expr if isinstance(expr, CronExpression) else CronExpression.parse(expr)
         self.zone_name = zone

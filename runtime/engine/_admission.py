@@ -42,6 +42,7 @@ from watchkeeper.triggers import (
 
 from .._errors import CommitOutcomeUnknown
 from ..store._db import Connection, Database, JsonText
+from ._gc import gc_paused
 from ._quick import QuickRow, quick_row
 from ._registry import Registry
 from ._tick import (
@@ -52,11 +53,12 @@ from ._tick import (
     Plan,
     delivery_json,
     due_definition,
-    gc_paused,
+    epoch_us,
     lock_due,
     plan_tick,
     schedule_stamp,
     trusted_schedule,
+    wall_us,
 )
 
 __all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "admit_due", "apply_plans",
@@ -153,6 +155,12 @@ async def admit_due(db: Database, now: datetime, limit: int, after: DueKey, acto
     Raises:
         DatabaseUnavailable: the connection failed before COMMIT (nothing committed).
     """
+    with gc_paused():  # engine/_gc.py: the batch's objects die by reference counting
+        return await _admit_due(db, now, limit, after, actor, registry)
+
+
+async def _admit_due(db: Database, now: datetime, limit: int, after: DueKey, actor: str,
+                     registry: Registry) -> tuple[TickReport, DueKey | None]:
     report = TickReport()
     plans: list[Plan] = []
     quick: list[QuickRow] = []
@@ -161,8 +169,7 @@ async def admit_due(db: Database, now: datetime, limit: int, after: DueKey, acto
         async with db.transaction() as tx:
             await tx.execute("admission_planner")
             rows, compiled, position = await lock_due(tx, now, limit, after)
-            with gc_paused():
-                quick, due = split_quick(rows, compiled, now)
+            quick, due = split_quick(rows, compiled, now)
             plans = await plan_tick(due, now, registry)
             report.planned = len(rows)
             await apply_plans(tx, plans, (), now, actor, report, quick)
@@ -324,9 +331,8 @@ async def _write(tx: Connection, plans: Sequence[Plan], verdicts: Verdicts, now:
     """Stage the batch (:data:`STAGE_COLUMNS`: the quick rows, then the plans') and run
     ``admission_write``: claim, insert tasks, advance; the ordinals of the claimed
     occurrences (quick rows first, then indexes into ``verdicts`` after them)."""
-    with gc_paused():
-        rows = [staged for staged, _ in quick]
-        rows += _stage_rows(plans, verdicts, now, len(quick))
+    rows = [staged for staged, _ in quick]
+    rows += _stage_rows(plans, verdicts, now, len(quick))
     if not rows:
         return []
     await tx.stage("wk_stage_admission", STAGE_COLUMNS, rows)
@@ -340,8 +346,8 @@ def _stage_rows(plans: Sequence[Plan], verdicts: Verdicts, now: datetime,
     index = 0
     for plan in plans:
         advance = _NO_ADVANCE if plan.manual else (
-            plan.new_cursor, plan.due.slots_seen + plan.window.count,
-            None if plan.failure else plan.next_due_at,
+            epoch_us(plan.new_cursor), plan.due.slots_seen + plan.window.count,
+            None if plan.failure else epoch_us(plan.next_due_at),
             "failed" if plan.failure else "completed" if plan.window.ended else "active")
         if not plan.candidates:
             if not plan.manual:
@@ -359,12 +365,13 @@ def _stage_rows(plans: Sequence[Plan], verdicts: Verdicts, now: datetime,
 
 STAGE_COLUMNS = (
     "n", "tenant_id", "definition_id", "binding_id", "slot", "kind", "definition_tenant_id",
-    "revision", "scheduled_for", "not_before", "expires_at", "zone", "local_wall", "fold",
-    "decision", "reason", "late", "lateness_seconds", "run_status", "run_deadline_at",
+    "revision", "scheduled_for_us", "not_before_us", "expires_at_us", "zone", "local_wall_us",
+    "fold", "decision", "reason", "late", "lateness_seconds", "run_status", "run_deadline_us",
     "task_status", "owner_user_id", "held_behind", "late_policy", "deadline_seconds",
-    "max_attempts", "params", "payload", "cursor_at", "slots_seen", "next_due_at", "status",
+    "max_attempts", "params", "payload", "cursor_us", "slots_seen", "next_due_us", "status",
 )
-"""The columns of ``wk_stage_admission``, staged for ``admission_write``."""
+"""The columns of ``wk_stage_admission``, staged for ``admission_write`` (instants as
+:func:`~._tick.epoch_us`, the wall time as :func:`~._tick.wall_us`)."""
 _NO_ADVANCE = (None, None, None, None)
 _ADMITTED = Decision.ADMITTED.value
 _NO_CANDIDATE = (None,) * 25
@@ -400,9 +407,10 @@ def _candidate_columns(plan: Plan, cand: Candidate, verdict: AdmissionVerdict,
     compiled = due.compiled
     return (
         cand.tenant_id, due.definition_id, cand.binding_id, slot.key, cand.kind, due.tenant_id,
-        due.revision, slot.scheduled_for, timing.not_before, timing.expires_at, slot.zone,
-        slot.wall, slot.fold, decision.value, verdict.reason, verdict.late,
-        cand.lateness.lateness.total_seconds(), "running" if runs else None, run_deadline,
+        due.revision, epoch_us(slot.scheduled_for), epoch_us(timing.not_before),
+        epoch_us(timing.expires_at), slot.zone, wall_us(slot.wall), slot.fold, decision.value,
+        verdict.reason, verdict.late, cand.lateness.lateness.total_seconds(),
+        "running" if runs else None, epoch_us(run_deadline),
         ("held" if verdict.held_behind is not None else "pending") if task else None, owner,
         verdict.held_behind, compiled.late_policy.value, compiled.deadline.total_seconds(),
         compiled.max_attempts, params, payload,

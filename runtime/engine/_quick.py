@@ -39,7 +39,7 @@ from watchkeeper.triggers import (
 )
 
 from ..store._db import JsonText
-from ._tick import schedule_stamp
+from ._tick import epoch_us, schedule_stamp, wall_us
 
 __all__ = ["QuickRow", "common_verdict", "quick_row"]
 
@@ -49,6 +49,7 @@ occurrence (tenant, definition, binding, slot, kind)."""
 
 _ZERO = timedelta(0)
 _VERDICTS: dict[tuple[LatePolicy, OverrunPolicy], AdmissionVerdict] = {}
+_COLUMNS: dict[tuple[LatePolicy, OverrunPolicy], tuple[str, str, bool, str]] = {}
 
 
 def common_verdict(policy: LatePolicy, overrun: OverrunPolicy) -> AdmissionVerdict:
@@ -62,6 +63,17 @@ def common_verdict(policy: LatePolicy, overrun: OverrunPolicy) -> AdmissionVerdi
         verdict = _VERDICTS[(policy, overrun)] = decide_admission(lateness, overrun, (), None)
         assert verdict.decision is Decision.ADMITTED and not verdict.late
     return verdict
+
+
+def _common_columns(policy: LatePolicy, overrun: OverrunPolicy) -> tuple[str, str, bool, str]:
+    """:func:`common_verdict`'s staged columns (decision, reason, late) and the lateness
+    policy's, as plain values."""
+    columns = _COLUMNS.get((policy, overrun))
+    if columns is None:
+        verdict = common_verdict(policy, overrun)
+        columns = _COLUMNS[(policy, overrun)] = (verdict.decision.value, verdict.reason,
+                                                 verdict.late, policy.value)
+    return columns
 
 
 def quick_row(row: Any, compiled: CompiledSpec, now: datetime, index: int) -> QuickRow | None:
@@ -89,17 +101,19 @@ def quick_row(row: Any, compiled: CompiledSpec, now: datetime, index: int) -> Qu
     expires_at = not_before + compiled.late_grace
     if slot.skip is not None or now > expires_at:
         return None
-    verdict = common_verdict(compiled.late_policy, compiled.overrun)
+    decision, reason, late, late_policy = _common_columns(compiled.late_policy, compiled.overrun)
     lateness = now - not_before if now > not_before else _ZERO
-    revision, key = row["effective_revision"], slot.key
+    revision, key, scheduled_for = row["effective_revision"], slot.key, slot.scheduled_for
+    due_us = epoch_us(scheduled_for)
     staged = (
         index, tenant_id, definition_id, USER_BINDING_ID, key, "scheduled", tenant_id, revision,
-        slot.scheduled_for, not_before, expires_at, slot.zone, slot.wall, slot.fold,
-        verdict.decision.value, verdict.reason, verdict.late, lateness.total_seconds(), None, None,
-        "pending", row["owner_user_id"], None, compiled.late_policy.value,
+        due_us, due_us if not_before is scheduled_for else epoch_us(not_before),
+        epoch_us(expires_at), slot.zone, wall_us(slot.wall), slot.fold,
+        decision, reason, late, lateness.total_seconds(), None, None,
+        "pending", row["owner_user_id"], None, late_policy,
         compiled.deadline.total_seconds(), compiled.max_attempts,
-        JsonText(schedule_stamp(definition_id, revision, key, "scheduled", slot.scheduled_for)),
+        JsonText(schedule_stamp(definition_id, revision, key, "scheduled", scheduled_for)),
         None,
-        slot.scheduled_for, row["slots_seen"] + 1, window.next_slot.scheduled_for, "active",
+        due_us, row["slots_seen"] + 1, epoch_us(window.next_slot.scheduled_for), "active",
     )
     return staged, (tenant_id, definition_id, USER_BINDING_ID, key, "scheduled")

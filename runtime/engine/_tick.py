@@ -9,15 +9,14 @@ recorded once as a ``skipped_superseded`` range (DESIGN "Lateness").
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import anyio
+import orjson
 
 from watchkeeper.triggers import (
     COMPILED_VERSION,
@@ -39,11 +38,12 @@ from watchkeeper.triggers import (
 
 from ..store._db import Connection, Database, JsonText
 from ..store._specs import spec_from_json
+from ._gc import gc_paused
 from ._registry import Registry
 
 __all__ = ["FIRST_KEY", "Candidate", "DueDefinition", "DueKey", "Owner", "Plan", "compiled_specs",
-           "due_definition", "gc_paused", "lock_due", "plan_one", "plan_tick", "read_due", "schedule_stamp",
-           "trusted_schedule", "units_of"]
+           "due_definition", "epoch_us", "lock_due", "plan_one", "plan_tick", "read_due", "schedule_stamp",
+           "trusted_schedule", "units_of", "wall_us"]
 
 log = logging.getLogger("watchkeeper.tick")
 
@@ -203,7 +203,7 @@ async def compiled_specs(conn: Connection, rows: Sequence[Any]) -> dict[str, Com
         text = row["compiled"]
         compiled = None if text is None else _COMPILED.get(digest)
         if compiled is None:
-            compiled = None if text is None else CompiledSpec.from_json(text)
+            compiled = None if text is None else CompiledSpec.from_json(orjson.loads(text))
             if compiled is None:
                 stale.append(digest)
                 continue
@@ -278,22 +278,6 @@ def _failed(item: DueDefinition, exc: Exception) -> Plan:
     return Plan(item, empty, (), (), failure=f"{type(exc).__name__}: {exc}")
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector around a burst of short-lived allocations with
-    no await inside (a batch's planning makes a dozen small tuples per definition, and a
-    collection every 700 of them costs a tenth of the work). What dies meanwhile is
-    freed by reference counting as ever; the next collection runs once this ends."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 _LONG_WINDOW = timedelta(days=1)
 """A cron window longer than this (an outage) is enumerated in a worker thread."""
 
@@ -361,19 +345,55 @@ def schedule_stamp(definition_id: str, revision: int, slot: str, kind: str,
                    scheduled_for: datetime) -> str:
     """``{"schedule": trusted_schedule(...)}`` as JSON text, the same as ``json.dumps``
     writes it, built without the encoder when no string needs escaping (identifiers,
-    slot keys and zone names never do; anything else goes through ``json.dumps``)."""
-    when = format_utc(scheduled_for)
-    if not (_plain_json(definition_id) and _plain_json(slot) and _plain_json(kind)):
+    slot keys and zone names never do; anything else goes through ``json.dumps``).
+    The part after the revision is remembered per (slot, kind, instant): the
+    definitions due at one instant share it (``tests/test_quick_rows.py`` checks the
+    text against ``json.dumps``)."""
+    tail = _TAILS.get((slot, kind, scheduled_for))
+    if tail is None:
+        if not (_plain_json(slot) and _plain_json(kind)):
+            return json.dumps({"schedule": trusted_schedule(definition_id, revision, slot, kind,
+                                                            scheduled_for)})
+        if len(_TAILS) >= 4096:
+            _TAILS.clear()
+        tail = _TAILS[(slot, kind, scheduled_for)] = (
+            f', "slot": "{slot}", "kind": "{kind}", '
+            f'"scheduled_for": "{format_utc(scheduled_for)}"}}}}')
+    if not _plain_json(definition_id):
         return json.dumps({"schedule": trusted_schedule(definition_id, revision, slot, kind,
                                                         scheduled_for)})
-    return (f'{{"schedule": {{"definition_id": "{definition_id}", "revision": {int(revision)}, '
-            f'"slot": "{slot}", "kind": "{kind}", "scheduled_for": "{when}"}}}}')
+    return f'{{"schedule": {{"definition_id": "{definition_id}", "revision": {int(revision)}' + tail
+
+
+_TAILS: dict[tuple[str, str, datetime], str] = {}
 
 
 def _plain_json(text: str) -> bool:
     """Whether ``json.dumps`` writes ``text`` as itself between quotes (ASCII printable,
     no quote, no backslash)."""
     return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def epoch_us(instant: datetime | None) -> int | None:
+    """An aware instant as ``wk_stage_admission`` stages it: whole microseconds since
+    1970-01-01 00:00 UTC (``None`` stays ``None``); ``admission_write`` makes it an exact
+    timestamptz again."""
+    if instant is None:
+        return None
+    if instant.tzinfo is not UTC:
+        instant = instant.astimezone(UTC)
+    delta = instant - _EPOCH  # (timedelta // timedelta builds big ints: slower)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def wall_us(wall: datetime) -> int:
+    """A naive wall time as staged: whole microseconds since 1970-01-01 00:00."""
+    delta = wall - _WALL_EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_WALL_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - the epoch of naive wall times
 
 
 def delivery_json(deliveries: Sequence[Delivery]) -> list[dict[str, Any]]:

@@ -104,17 +104,19 @@ ORDER BY o.n;
 -- Per-session staging: COPY (binary) in, INSERT ... SELECT out; emptied at every commit,
 -- never shared between sessions. wk_stage_admission: a tick batch (admission_write: one
 -- row per candidate occurrence, the cursor columns on a plan's first row, a plan
--- without candidates as a row without a slot). wk_stage_tasks: the tasks a condition's
--- fire or a review's approval admits.
+-- without candidates as a row without a slot); its instants (*_us) are microseconds
+-- since 1970-01-01 00:00 UTC (local_wall_us: of the naive wall time), which the client
+-- encodes in a fiftieth of the work of a timestamptz. wk_stage_tasks: the tasks a
+-- condition's fire or a review's approval admits.
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_admission (
     n integer, tenant_id text, definition_id text, binding_id text, slot text, kind text,
-    definition_tenant_id text, revision integer, scheduled_for timestamptz,
-    not_before timestamptz, expires_at timestamptz, zone text, local_wall timestamp,
+    definition_tenant_id text, revision integer, scheduled_for_us bigint,
+    not_before_us bigint, expires_at_us bigint, zone text, local_wall_us bigint,
     fold smallint, decision text, reason text, late boolean, lateness_seconds double precision,
-    run_status text, run_deadline_at timestamptz, task_status text, owner_user_id text,
+    run_status text, run_deadline_us bigint, task_status text, owner_user_id text,
     held_behind bigint, late_policy text, deadline_seconds double precision,
-    max_attempts integer, params jsonb, payload jsonb, cursor_at timestamptz,
-    slots_seen bigint, next_due_at timestamptz, status text
+    max_attempts integer, params jsonb, payload jsonb, cursor_us bigint,
+    slots_seen bigint, next_due_us bigint, status text
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     tenant_id text, definition_tenant_id text, definition_id text, binding_id text, slot text,
@@ -388,23 +390,39 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
 -- user-confirmed definition (payload NULL), its revision's (definition_revisions.payload)
 -- with the staged params (the runtime's schedule stamp) merged into that payload's.
 -- Every planned definition's cursor advances (rows with a status; a manual trigger
--- stages none). Returns the ordinals of the claimed occurrences.
-WITH claimed AS (
+-- stages none). Staged instants are microseconds since the Unix epoch, made exact
+-- timestamps here (whole seconds, then the microseconds). Returns the ordinals of the
+-- claimed occurrences.
+WITH staged AS (
+    SELECT s.*,
+           to_timestamp(s.scheduled_for_us / 1000000)
+               + (s.scheduled_for_us % 1000000) * interval '1 microsecond' AS scheduled_for,
+           to_timestamp(s.not_before_us / 1000000)
+               + (s.not_before_us % 1000000) * interval '1 microsecond' AS not_before,
+           to_timestamp(s.expires_at_us / 1000000)
+               + (s.expires_at_us % 1000000) * interval '1 microsecond' AS expires_at
+    FROM wk_stage_admission s WHERE s.slot IS NOT NULL
+),
+claimed AS (
     INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind,
                              definition_tenant_id, revision, scheduled_for, not_before,
                              expires_at, zone, local_wall, fold, decision, reason, late,
                              lateness_seconds, run_status, run_deadline_at, tzdata_version,
                              decided_at, decided_by)
     SELECT tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id, revision,
-           scheduled_for, not_before, expires_at, zone, local_wall, fold, decision, reason,
-           late, lateness_seconds, run_status, run_deadline_at, $1::text, $2::timestamptz,
-           $3::text
-    FROM wk_stage_admission WHERE slot IS NOT NULL
+           scheduled_for, not_before, expires_at, zone,
+           timestamp '1970-01-01' + (local_wall_us / 1000000) * interval '1 second'
+               + (local_wall_us % 1000000) * interval '1 microsecond',
+           fold, decision, reason, late, lateness_seconds, run_status,
+           to_timestamp(run_deadline_us / 1000000)
+               + (run_deadline_us % 1000000) * interval '1 microsecond',
+           $1::text, $2::timestamptz, $3::text
+    FROM staged
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, definition_id, binding_id, slot, kind
 ),
 kept AS (
-    SELECT s.* FROM wk_stage_admission s
+    SELECT s.* FROM staged s
     JOIN claimed c USING (tenant_id, definition_id, binding_id, slot, kind)
 ),
 admitted AS (
@@ -429,7 +447,11 @@ admitted AS (
 ),
 advanced AS (
     UPDATE definitions d
-    SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
+    SET cursor_at = to_timestamp(a.cursor_us / 1000000)
+                    + (a.cursor_us % 1000000) * interval '1 microsecond',
+        slots_seen = a.slots_seen,
+        next_due_at = to_timestamp(a.next_due_us / 1000000)
+                      + (a.next_due_us % 1000000) * interval '1 microsecond',
         status = a.status, updated_at = $2::timestamptz
     FROM wk_stage_admission a
     WHERE a.status IS NOT NULL
