@@ -1,0 +1,175 @@
+"""How fast the ``watchkeeper`` command starts, and what each command imports.
+
+Times, interleaved round by round (so a busy neighbour slows every command alike),
+the wall time of ``python -c pass`` (the interpreter's own start, the baseline), and of
+``watchkeeper --help``, ``watchkeeper preview SPEC``, ``watchkeeper preview --cron ...
+--json`` and ``watchkeeper history --help`` (and ``watchkeeper list`` with ``--dsn``);
+prints the median, min and max of each, the heavy packages each one imports (read from
+``sys.modules`` at its exit), its slowest third-party imports (``-X importtime``), and
+whether the start-time target is met.
+
+Usage::
+
+    .venv/bin/python bench/cli_start.py [--runs 15] [--warmup 2] [--target 0.3]
+        [--spec examples/holdings_review.toml] [--dsn postgresql://...]
+
+``--dsn`` also times ``watchkeeper list --tenant bench`` against that database (it
+applies pending migrations there first, as every database command does: give it a
+scratch database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("fastapi", "starlette", "uvicorn", "sse_starlette", "mcp", "pydantic_ai", "openai",
+         "jinja2", "prometheus_client", "markdown_it", "asyncpg", "httpx", "pydantic_settings",
+         "psutil", "pint", "croniter", "pydantic", "rich", "typer")
+"""Packages worth naming when a command imports them (the last ones are needed by
+preview: the unit registry, cron, the spec models, the CLI)."""
+
+# Runs ``python -m watchkeeper ARGS`` and writes the modules imported by its end.
+_PROBE = """
+import json, runpy, sys
+target, *args = sys.argv[1:]
+sys.argv = ["watchkeeper", *args]
+try:
+    runpy.run_module("watchkeeper", run_name="__main__", alter_sys=True)
+finally:
+    with open(target, "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+
+def _command(python: str) -> list[str]:
+    """The installed ``watchkeeper`` script next to ``python``, else ``python -m``."""
+    script = Path(python).with_name("watchkeeper")
+    return [str(script)] if script.exists() else [python, "-m", "watchkeeper"]
+
+
+def _wall(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
+    return time.perf_counter() - start
+
+
+def _imports(python: str, args: list[str], env: dict[str, str]) -> tuple[list[str], int]:
+    """The heavy packages ``watchkeeper ARGS`` imports, and how many modules in all."""
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "modules.json"
+        subprocess.run([python, "-c", _PROBE, str(target), *args], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        names = json.loads(target.read_text())
+    roots = {name.split(".", 1)[0] for name in names}
+    return [h for h in HEAVY if h in roots], len(names)
+
+
+def _slowest(python: str, args: list[str], env: dict[str, str], top: int = 5) -> str:
+    """The ``top`` third-party packages that took longest to import (cumulative, from
+    ``-X importtime``), and the time spent in watchkeeper's own modules (self)."""
+    result = subprocess.run([python, "-X", "importtime", "-m", "watchkeeper", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            check=False)
+    best: dict[str, int] = {}
+    own = 0
+    for line in result.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        own_part, cumulative, name = line.removeprefix("import time:").split("|")
+        if not cumulative.strip().isdigit():
+            continue
+        root = name.strip().split(".", 1)[0]
+        if root == "watchkeeper":
+            own += int(own_part)
+        elif root not in sys.stdlib_module_names and not root.startswith("_"):
+            best[root] = max(best.get(root, 0), int(cumulative))
+    ranked = sorted(best.items(), key=lambda item: -item[1])[:top]
+    return ("; ".join(f"{name} {micro / 1000:.0f} ms" for name, micro in ranked)
+            + f"; watchkeeper's own modules {own / 1000:.0f} ms")
+
+
+def main() -> None:
+    """Run the bench and print its report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per command")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    parser.add_argument("--target", type=float, default=0.3, help="seconds (median wall)")
+    parser.add_argument("--spec", default=str(ROOT / "examples" / "holdings_review.toml"))
+    parser.add_argument("--dsn", help="also time 'watchkeeper list' against this database")
+    options = parser.parse_args()
+
+    python = sys.executable
+    home = tempfile.mkdtemp(prefix="wk-cli-start-")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["WATCHKEEPER_HOME"] = home
+    cases: list[tuple[str, list[str] | None, bool]] = [
+        ("python -c pass", None, False),
+        ("watchkeeper --help", ["--help"], True),
+        (f"watchkeeper preview {Path(options.spec).name}", ["preview", options.spec], True),
+        ("watchkeeper preview --cron ... --json",
+         ["preview", "--cron", "0 9 * * 1", "--tz", "Europe/London", "--count", "20", "--json"],
+         True),
+        ("watchkeeper history --help", ["history", "--help"], True),
+    ]
+    envs = {label: env for label, _, _ in cases}
+    if options.dsn:
+        label = "watchkeeper list (database)"
+        cases.append((label, ["list", "--tenant", "bench"], False))
+        envs[label] = {**env, "DATABASE_URL": options.dsn}
+
+    base = _command(python)
+    argvs = {label: [python, "-c", "pass"] if args is None else [*base, *args]
+             for label, args, _ in cases}
+    for _ in range(options.warmup):
+        for label, _, _ in cases:
+            _wall(argvs[label], envs[label])
+    times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+    for _ in range(options.runs):
+        for label, _, _ in cases:
+            times[label].append(_wall(argvs[label], envs[label]))
+
+    load = os.getloadavg()
+    print(f"# watchkeeper CLI start, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    print(f"machine: {os.cpu_count()} cores; Python {platform.python_version()}; "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (after the runs)")
+    print(f"{options.runs} runs per command, interleaved, after {options.warmup} warm-up "
+          f"round(s); wall time, median (min-max); command: {' '.join(base)}")
+    print()
+    width = max(len(label) for label, _, _ in cases)
+    met = True
+    for label, _, targeted in cases:
+        values = times[label]
+        median = statistics.median(values)
+        line = (f"{label:<{width}}  {median * 1000:6.0f} ms  "
+                f"({min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms)")
+        if targeted:
+            ok = median <= options.target
+            met = met and ok
+            line += f"  {'<=' if ok else '> '} {options.target * 1000:.0f} ms"
+        print(line)
+    print()
+    for label, args, _ in cases:
+        if args is None:
+            continue
+        heavy, count = _imports(python, args, envs[label])
+        print(f"{label}: {count} modules; of the heavy ones: {', '.join(heavy) or 'none'}")
+        print(f"    slowest imports: {_slowest(python, args, envs[label])}")
+    print()
+    print(f"target (median <= {options.target * 1000:.0f} ms for --help, preview and "
+          f"history --help): {'met' if met else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
