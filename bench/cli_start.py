@@ -16,6 +16,15 @@ Usage::
 ``--dsn`` also times ``watchkeeper list --tenant bench`` against that database (it
 applies pending migrations there first, as every database command does: give it a
 scratch database).
+
+``--instructions`` also counts the instructions each command executes, once, under
+valgrind's callgrind (if installed): a figure a busy machine does not change, to compare
+two versions on a shared host.
+
+The commands run with ``PYTHONDONTWRITEBYTECODE`` unset, so that watchkeeper's modules
+are read from cached bytecode as after ``pip install`` (an editable checkout under
+``PYTHONDONTWRITEBYTECODE=1`` compiles them at every start instead); ``--as-is`` keeps
+the environment.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,6 +111,18 @@ def _slowest(python: str, args: list[str], env: dict[str, str], top: int = 5) ->
             + f"; watchkeeper's own modules {own / 1000:.0f} ms")
 
 
+def _instructions(argv: list[str], env: dict[str, str]) -> int | None:
+    """Instructions ``argv`` executes (callgrind's ``Collected``), or None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    result = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                             *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, check=False)
+    found = re.search(r"Collected : ([0-9]+)", result.stderr)
+    return int(found.group(1)) if found else None
+
+
 def main() -> None:
     """Run the bench and print its report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -108,11 +131,16 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.3, help="seconds (median wall)")
     parser.add_argument("--spec", default=str(ROOT / "examples" / "holdings_review.toml"))
     parser.add_argument("--dsn", help="also time 'watchkeeper list' against this database")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions under valgrind (slow; load-independent)")
+    parser.add_argument("--as-is", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE if set (no bytecode cache)")
     options = parser.parse_args()
 
     python = sys.executable
     home = tempfile.mkdtemp(prefix="wk-cli-start-")
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    dropped = {"DATABASE_URL"} | (set() if options.as_is else {"PYTHONDONTWRITEBYTECODE"})
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["WATCHKEEPER_HOME"] = home
     cases: list[tuple[str, list[str] | None, bool]] = [
         ("python -c pass", None, False),
@@ -146,6 +174,8 @@ def main() -> None:
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (after the runs)")
     print(f"{options.runs} runs per command, interleaved, after {options.warmup} warm-up "
           f"round(s); wall time, median (min-max); command: {' '.join(base)}")
+    print("bytecode: " + ("not cached (PYTHONDONTWRITEBYTECODE set)"
+                          if env.get("PYTHONDONTWRITEBYTECODE") else "cached, as after pip install"))
     print()
     width = max(len(label) for label, _, _ in cases)
     met = True
@@ -159,6 +189,17 @@ def main() -> None:
             met = met and ok
             line += f"  {'<=' if ok else '> '} {options.target * 1000:.0f} ms"
         print(line)
+    if options.instructions:
+        print()
+        counts = {label: _instructions(argvs[label], envs[label]) for label, _, _ in cases}
+        base_count = counts[cases[0][0]]
+        for label, _, _ in cases:
+            count = counts[label]
+            if count is None:
+                print(f"{label:<{width}}  (valgrind not available)")
+                continue
+            ratio = f"  ({count / base_count:.1f}x python -c pass)" if base_count else ""
+            print(f"{label:<{width}}  {count / 1e6:6.0f} M instructions{ratio}")
     print()
     for label, args, _ in cases:
         if args is None:
