@@ -11,7 +11,12 @@ whether the start-time target is met.
 Usage::
 
     .venv/bin/python bench/cli_start.py [--runs 15] [--warmup 2] [--target 0.3]
-        [--spec examples/holdings_review.toml] [--dsn postgresql://...]
+        [--spec examples/holdings_review.toml] [--dsn postgresql://...] [--against REV]
+        [--instructions]
+
+``--against REV`` also runs git revision REV's package (unpacked from ``git archive``
+into a temporary directory, run as ``python -m watchkeeper`` with it on PYTHONPATH),
+interleaved with this checkout's, to compare two versions on the same busy host.
 
 ``--dsn`` also times ``watchkeeper list --tenant bench`` against that database (it
 applies pending migrations there first, as every database command does: give it a
@@ -30,6 +35,7 @@ the environment.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
@@ -38,12 +44,16 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("runtime", "triggers", "sources", "outbox")
+"""Installed as watchkeeper.runtime, ... (pyproject's package-dir)."""
 HEAVY = ("fastapi", "starlette", "uvicorn", "sse_starlette", "mcp", "pydantic_ai", "openai",
          "jinja2", "prometheus_client", "markdown_it", "asyncpg", "httpx", "pydantic_settings",
          "psutil", "pint", "croniter", "pydantic", "rich", "typer")
@@ -123,6 +133,30 @@ def _instructions(argv: list[str], env: dict[str, str]) -> int | None:
     return int(found.group(1)) if found else None
 
 
+@dataclass
+class Case:
+    """One command line to time."""
+
+    label: str
+    args: list[str] | None  # watchkeeper's arguments; None: python -c pass
+    argv: list[str]
+    env: dict[str, str]
+    targeted: bool
+
+
+def _revision(rev: str) -> Path:
+    """The package of git revision ``rev``, laid out as installed (the repository's
+    top-level folders under ``watchkeeper/``), in a temporary directory for PYTHONPATH."""
+    tree = Path(tempfile.mkdtemp(prefix="wk-cli-start-rev-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "watchkeeper", *FOLDERS],
+                             capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    for folder in FOLDERS:
+        (tree / folder).rename(tree / "watchkeeper" / folder)
+    return tree
+
+
 def main() -> None:
     """Run the bench and print its report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -131,6 +165,9 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.3, help="seconds (median wall)")
     parser.add_argument("--spec", default=str(ROOT / "examples" / "holdings_review.toml"))
     parser.add_argument("--dsn", help="also time 'watchkeeper list' against this database")
+    parser.add_argument("--against", metavar="REV",
+                        help="also time git revision REV's package (python -m watchkeeper), "
+                             "interleaved with this checkout's")
     parser.add_argument("--instructions", action="store_true",
                         help="also count instructions under valgrind (slow; load-independent)")
     parser.add_argument("--as-is", action="store_true",
@@ -139,74 +176,83 @@ def main() -> None:
 
     python = sys.executable
     home = tempfile.mkdtemp(prefix="wk-cli-start-")
+    options.spec = str(Path(options.spec).resolve())
+    os.chdir(home)  # not the checkout: python -m and -c put the working directory first
     dropped = {"DATABASE_URL"} | (set() if options.as_is else {"PYTHONDONTWRITEBYTECODE"})
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["WATCHKEEPER_HOME"] = home
-    cases: list[tuple[str, list[str] | None, bool]] = [
-        ("python -c pass", None, False),
-        ("watchkeeper --help", ["--help"], True),
-        (f"watchkeeper preview {Path(options.spec).name}", ["preview", options.spec], True),
-        ("watchkeeper preview --cron ... --json",
+    commands: list[tuple[str, list[str], bool]] = [
+        ("--help", ["--help"], True),
+        (f"preview {Path(options.spec).name}", ["preview", options.spec], True),
+        ("preview --cron ... --json",
          ["preview", "--cron", "0 9 * * 1", "--tz", "Europe/London", "--count", "20", "--json"],
          True),
-        ("watchkeeper history --help", ["history", "--help"], True),
+        ("history --help", ["history", "--help"], True),
     ]
-    envs = {label: env for label, _, _ in cases}
     if options.dsn:
-        label = "watchkeeper list (database)"
-        cases.append((label, ["list", "--tenant", "bench"], False))
-        envs[label] = {**env, "DATABASE_URL": options.dsn}
-
+        commands.append(("list (database)", ["list", "--tenant", "bench"], False))
     base = _command(python)
-    argvs = {label: [python, "-c", "pass"] if args is None else [*base, *args]
-             for label, args, _ in cases}
+    cases = [Case("python -c pass", None, [python, "-c", "pass"], env, False)]
+    for label, args, targeted in commands:
+        run_env = {**env, "DATABASE_URL": options.dsn} if label.startswith("list") else env
+        cases.append(Case(f"watchkeeper {label}", args, [*base, *args], run_env, targeted))
+    if options.against:
+        tree = _revision(options.against)
+        for label, args, _ in commands:
+            run_env = {**env, "PYTHONPATH": str(tree)}
+            if label.startswith("list"):
+                run_env["DATABASE_URL"] = options.dsn
+            cases.append(Case(f"{options.against}: {label}", args,
+                              [python, "-m", "watchkeeper", *args], run_env, False))
+
     for _ in range(options.warmup):
-        for label, _, _ in cases:
-            _wall(argvs[label], envs[label])
-    times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+        for case in cases:
+            _wall(case.argv, case.env)
+    times: dict[str, list[float]] = {case.label: [] for case in cases}
     for _ in range(options.runs):
-        for label, _, _ in cases:
-            times[label].append(_wall(argvs[label], envs[label]))
+        for case in cases:
+            times[case.label].append(_wall(case.argv, case.env))
 
     load = os.getloadavg()
     print(f"# watchkeeper CLI start, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     print(f"machine: {os.cpu_count()} cores; Python {platform.python_version()}; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (after the runs)")
     print(f"{options.runs} runs per command, interleaved, after {options.warmup} warm-up "
-          f"round(s); wall time, median (min-max); command: {' '.join(base)}")
+          f"round(s); wall time, median (min-max); command: {' '.join(base)}"
+          + (f"; {options.against}: {python} -m watchkeeper" if options.against else ""))
     print("bytecode: " + ("not cached (PYTHONDONTWRITEBYTECODE set)"
                           if env.get("PYTHONDONTWRITEBYTECODE") else "cached, as after pip install"))
     print()
-    width = max(len(label) for label, _, _ in cases)
+    width = max(len(case.label) for case in cases)
     met = True
-    for label, _, targeted in cases:
-        values = times[label]
+    for case in cases:
+        values = times[case.label]
         median = statistics.median(values)
-        line = (f"{label:<{width}}  {median * 1000:6.0f} ms  "
+        line = (f"{case.label:<{width}}  {median * 1000:6.0f} ms  "
                 f"({min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms)")
-        if targeted:
+        if case.targeted:
             ok = median <= options.target
             met = met and ok
             line += f"  {'<=' if ok else '> '} {options.target * 1000:.0f} ms"
         print(line)
     if options.instructions:
         print()
-        counts = {label: _instructions(argvs[label], envs[label]) for label, _, _ in cases}
-        base_count = counts[cases[0][0]]
-        for label, _, _ in cases:
-            count = counts[label]
+        counts = {case.label: _instructions(case.argv, case.env) for case in cases}
+        base_count = counts[cases[0].label]
+        for case in cases:
+            count = counts[case.label]
             if count is None:
-                print(f"{label:<{width}}  (valgrind not available)")
+                print(f"{case.label:<{width}}  (valgrind not available)")
                 continue
             ratio = f"  ({count / base_count:.1f}x python -c pass)" if base_count else ""
-            print(f"{label:<{width}}  {count / 1e6:6.0f} M instructions{ratio}")
+            print(f"{case.label:<{width}}  {count / 1e6:6.0f} M instructions{ratio}")
     print()
-    for label, args, _ in cases:
-        if args is None:
+    for case in cases:
+        if case.args is None:
             continue
-        heavy, count = _imports(python, args, envs[label])
-        print(f"{label}: {count} modules; of the heavy ones: {', '.join(heavy) or 'none'}")
-        print(f"    slowest imports: {_slowest(python, args, envs[label])}")
+        heavy, count = _imports(python, case.args, case.env)
+        print(f"{case.label}: {count} modules; of the heavy ones: {', '.join(heavy) or 'none'}")
+        print(f"    slowest imports: {_slowest(python, case.args, case.env)}")
     print()
     print(f"target (median <= {options.target * 1000:.0f} ms for --help, preview and "
           f"history --help): {'met' if met else 'NOT met'}")
