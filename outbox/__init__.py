@@ -11,32 +11,37 @@ Errors::
     └── DeliveryFailed  .retryable .retry_after
 """
 
-from ._channels import Channel as Channel
-from ._channels import FileChannel as FileChannel
-from ._channels import LogChannel as LogChannel
-from ._channels import Notice as Notice
-from ._dispatch import DeliveryStore as DeliveryStore
-from ._dispatch import Dispatcher as Dispatcher
-from ._dispatch import DispatchStatistics as DispatchStatistics
-from ._dispatch import Outcome as Outcome
-from ._dispatch import OutcomeKind as OutcomeKind
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import DeliveryFailed as DeliveryFailed
 from ._errors import OutboxError as OutboxError
-from ._preferences import NoticeAction as NoticeAction
-from ._preferences import NoticeDecision as NoticeDecision
-from ._preferences import Preferences as Preferences
-from ._preferences import decide_notice as decide_notice
-from ._preferences import quiet_hours_end as quiet_hours_end
-from ._receiver import Receiver as Receiver
-from ._receiver import SignatureInvalid as SignatureInvalid
-from ._receiver import serve as serve
-from ._receiver import verify as verify
-from ._retry import backoff_seconds as backoff_seconds
-from ._webhook import Endpoint as Endpoint
-from ._webhook import WebhookChannel as WebhookChannel
-from ._webhook import retry_after_seconds as retry_after_seconds
-from ._webhook import signed_headers as signed_headers
-from ._webhook import webhook_body as webhook_body
+
+if TYPE_CHECKING:
+    from ._channels import Channel as Channel
+    from ._channels import FileChannel as FileChannel
+    from ._channels import LogChannel as LogChannel
+    from ._channels import Notice as Notice
+    from ._dispatch import DeliveryStore as DeliveryStore
+    from ._dispatch import Dispatcher as Dispatcher
+    from ._dispatch import DispatchStatistics as DispatchStatistics
+    from ._dispatch import Outcome as Outcome
+    from ._dispatch import OutcomeKind as OutcomeKind
+    from ._preferences import NoticeAction as NoticeAction
+    from ._preferences import NoticeDecision as NoticeDecision
+    from ._preferences import Preferences as Preferences
+    from ._preferences import decide_notice as decide_notice
+    from ._preferences import quiet_hours_end as quiet_hours_end
+    from ._receiver import Receiver as Receiver
+    from ._receiver import SignatureInvalid as SignatureInvalid
+    from ._receiver import serve as serve
+    from ._receiver import verify as verify
+    from ._retry import backoff_seconds as backoff_seconds
+    from ._webhook import Endpoint as Endpoint
+    from ._webhook import WebhookChannel as WebhookChannel
+    from ._webhook import retry_after_seconds as retry_after_seconds
+    from ._webhook import signed_headers as signed_headers
+    from ._webhook import webhook_body as webhook_body
 
 __all__ = [
     "Channel", "FileChannel", "LogChannel", "Notice", "DeliveryStore", "Dispatcher",
@@ -46,3 +51,47 @@ __all__ = [
     "webhook_body",
     "WebhookChannel", "retry_after_seconds", "signed_headers",
 ]
+
+# Imported on first use (PEP 562): the errors above come with the package; each other
+# name with its own module, so that the engine's outbox store does not import the local
+# receiver's server (uvicorn) nor a preference check the HTTP client.
+_SOURCES = {
+    "._channels": (
+        "Channel", "FileChannel", "LogChannel", "Notice",
+    ),
+    "._dispatch": (
+        "DeliveryStore", "Dispatcher", "DispatchStatistics", "Outcome", "OutcomeKind",
+    ),
+    "._preferences": (
+        "NoticeAction", "NoticeDecision", "Preferences", "decide_notice", "quiet_hours_end",
+    ),
+    "._receiver": (
+        "Receiver", "SignatureInvalid", "serve", "verify",
+    ),
+    "._retry": (
+        "backoff_seconds",
+    ),
+    "._webhook": (
+        "Endpoint", "WebhookChannel", "retry_after_seconds", "signed_headers", "webhook_body",
+    ),
+}
+_WHERE = {name: module for module, names in _SOURCES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:  # a submodule, as an eager import had made it an attribute?
+        if not name.startswith("__"):
+            try:
+                return importlib.import_module(f"{__name__}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{__name__}.{name}":
+                    raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # the next read is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

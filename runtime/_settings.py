@@ -46,8 +46,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from watchkeeper.triggers import MAX_UNITS_TEXT, SpecError, define_units
 
 from ._errors import ConfigError
-from .store._db import DEFAULT_SCHEMA, Pooler, check_schema
-from .store._embedded import default_home
+from .store._config import DEFAULT_SCHEMA, Pooler, check_schema, default_home
 
 __all__ = ["Settings", "load_settings", "load_units_file"]
 

@@ -31,53 +31,61 @@ What is here, by the order an app meets it:
   :class:`Conflict`, :class:`AuthError`, :class:`ConfigError`,
   :class:`DatabaseUnavailable`; bad specs raise :class:`SpecError` (a ``ValueError``)
   naming each field and its fix.
+
+Each name is imported on first use (PEP 562): ``import watchkeeper`` alone imports
+none of the runtime, and ``from watchkeeper import parse_spec`` only the pure core.
 """
 
-from watchkeeper.runtime import OPERATOR as OPERATOR
-from watchkeeper.runtime import AgentCatalog as AgentCatalog
-from watchkeeper.runtime import AgentContext as AgentContext
-from watchkeeper.runtime import AgentResult as AgentResult
-from watchkeeper.runtime import AgentRunner as AgentRunner
-from watchkeeper.runtime import AuthError as AuthError
-from watchkeeper.runtime import Clock as Clock
-from watchkeeper.runtime import ConfigError as ConfigError
-from watchkeeper.runtime import Conflict as Conflict
-from watchkeeper.runtime import Database as Database
-from watchkeeper.runtime import DatabaseUnavailable as DatabaseUnavailable
-from watchkeeper.runtime import FakeClock as FakeClock
-from watchkeeper.runtime import HistoryQuery as HistoryQuery
-from watchkeeper.runtime import NotFound as NotFound
-from watchkeeper.runtime import Registry as Registry
-from watchkeeper.runtime import ScheduleDef as ScheduleDef
-from watchkeeper.runtime import Settings as Settings
-from watchkeeper.runtime import Supervisor as Supervisor
-from watchkeeper.runtime import SupervisorConfig as SupervisorConfig
-from watchkeeper.runtime import SystemClock as SystemClock
-from watchkeeper.runtime import Usage as Usage
-from watchkeeper.runtime import UserPrincipal as UserPrincipal
-from watchkeeper.runtime import WatchkeeperError as WatchkeeperError
-from watchkeeper.runtime import add_user as add_user
-from watchkeeper.runtime import authenticate as authenticate
-from watchkeeper.runtime import cancel as cancel
-from watchkeeper.runtime import confirm as confirm
-from watchkeeper.runtime import history as history
-from watchkeeper.runtime import load_settings as load_settings
-from watchkeeper.runtime import pause as pause
-from watchkeeper.runtime import propose as propose
-from watchkeeper.runtime import register as register
-from watchkeeper.runtime import resume as resume
-from watchkeeper.runtime import review as review
-from watchkeeper.runtime import trigger_now as trigger_now
-from watchkeeper.runtime.usecases import Proposal as Proposal
-from watchkeeper.runtime.usecases import database_server as database_server
-from watchkeeper.runtime.usecases import report as report
-from watchkeeper.sources import Source as Source
-from watchkeeper.triggers import Importance as Importance
-from watchkeeper.triggers import Observation as Observation
-from watchkeeper.triggers import Spec as Spec
-from watchkeeper.triggers import SpecError as SpecError
-from watchkeeper.triggers import parse_spec as parse_spec
-from watchkeeper.triggers import preview as preview
+from typing import TYPE_CHECKING
+
+from watchkeeper.runtime._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from watchkeeper.runtime import OPERATOR as OPERATOR
+    from watchkeeper.runtime import AgentCatalog as AgentCatalog
+    from watchkeeper.runtime import AgentContext as AgentContext
+    from watchkeeper.runtime import AgentResult as AgentResult
+    from watchkeeper.runtime import AgentRunner as AgentRunner
+    from watchkeeper.runtime import AuthError as AuthError
+    from watchkeeper.runtime import Clock as Clock
+    from watchkeeper.runtime import ConfigError as ConfigError
+    from watchkeeper.runtime import Conflict as Conflict
+    from watchkeeper.runtime import Database as Database
+    from watchkeeper.runtime import DatabaseUnavailable as DatabaseUnavailable
+    from watchkeeper.runtime import FakeClock as FakeClock
+    from watchkeeper.runtime import HistoryQuery as HistoryQuery
+    from watchkeeper.runtime import NotFound as NotFound
+    from watchkeeper.runtime import Registry as Registry
+    from watchkeeper.runtime import ScheduleDef as ScheduleDef
+    from watchkeeper.runtime import Settings as Settings
+    from watchkeeper.runtime import Supervisor as Supervisor
+    from watchkeeper.runtime import SupervisorConfig as SupervisorConfig
+    from watchkeeper.runtime import SystemClock as SystemClock
+    from watchkeeper.runtime import Usage as Usage
+    from watchkeeper.runtime import UserPrincipal as UserPrincipal
+    from watchkeeper.runtime import WatchkeeperError as WatchkeeperError
+    from watchkeeper.runtime import add_user as add_user
+    from watchkeeper.runtime import authenticate as authenticate
+    from watchkeeper.runtime import cancel as cancel
+    from watchkeeper.runtime import confirm as confirm
+    from watchkeeper.runtime import history as history
+    from watchkeeper.runtime import load_settings as load_settings
+    from watchkeeper.runtime import pause as pause
+    from watchkeeper.runtime import propose as propose
+    from watchkeeper.runtime import register as register
+    from watchkeeper.runtime import resume as resume
+    from watchkeeper.runtime import review as review
+    from watchkeeper.runtime import trigger_now as trigger_now
+    from watchkeeper.runtime.usecases import Proposal as Proposal
+    from watchkeeper.runtime.usecases import database_server as database_server
+    from watchkeeper.runtime.usecases import report as report
+    from watchkeeper.sources import Source as Source
+    from watchkeeper.triggers import Importance as Importance
+    from watchkeeper.triggers import Observation as Observation
+    from watchkeeper.triggers import Spec as Spec
+    from watchkeeper.triggers import SpecError as SpecError
+    from watchkeeper.triggers import parse_spec as parse_spec
+    from watchkeeper.triggers import preview as preview
 
 __all__ = [
     "OPERATOR", "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "AuthError",
@@ -88,3 +96,23 @@ __all__ = [
     "review", "trigger_now", "Proposal", "database_server", "report", "Source", "Importance",
     "Observation", "Spec", "SpecError", "parse_spec", "preview",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "watchkeeper.runtime": (
+        "OPERATOR", "AgentCatalog", "AgentContext", "AgentResult", "AgentRunner", "AuthError",
+        "Clock", "ConfigError", "Conflict", "Database", "DatabaseUnavailable", "FakeClock",
+        "HistoryQuery", "NotFound", "Registry", "ScheduleDef", "Settings", "Supervisor",
+        "SupervisorConfig", "SystemClock", "Usage", "UserPrincipal", "WatchkeeperError",
+        "add_user", "authenticate", "cancel", "confirm", "history", "load_settings", "pause",
+        "propose", "register", "resume", "review", "trigger_now",
+    ),
+    "watchkeeper.runtime.usecases": (
+        "Proposal", "database_server", "report",
+    ),
+    "watchkeeper.sources": (
+        "Source",
+    ),
+    "watchkeeper.triggers": (
+        "Importance", "Observation", "Spec", "SpecError", "parse_spec", "preview",
+    ),
+})

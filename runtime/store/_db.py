@@ -34,7 +34,6 @@ announces at startup is its own session's on PostgreSQL, a pooler's invention be
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import hashlib
 import json
@@ -51,6 +50,7 @@ import asyncpg
 
 from .._errors import CommitOutcomeUnknown, ConfigError, DatabaseUnavailable, WatchkeeperError
 from . import _legacy
+from ._config import DEFAULT_SCHEMA, Pooler, check_schema
 
 __all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "Pooler", "StoreError", "check_schema",
            "load_queries", "migration_lock_key", "migrations", "server_settings", "translated"]
@@ -58,54 +58,12 @@ __all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "Pooler", "StoreError", "ch
 log = logging.getLogger("watchkeeper.store")
 T = TypeVar("T")
 
-DEFAULT_SCHEMA = "watchkeeper"
 # matched whole (fullmatch): "$" would also match before a final newline
 _HEADER = re.compile(r"--\s*name:\s*([a-z_][a-z0-9_]*)\s*")
-_PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
-_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are silently truncated
 
 
 class StoreError(WatchkeeperError):
     """PostgreSQL rejected a statement for a reason that retrying will not fix."""
-
-
-class Pooler(enum.StrEnum):
-    """What a client connection is on the server (``WATCHKEEPER_POOLER``).
-
-    ``SESSION``: one server session for the connection's whole life (PostgreSQL itself,
-    or a pooler in session mode). ``TRANSACTION``: a server session only for the length
-    of each transaction (PgBouncer ``pool_mode = transaction``; the module docstring
-    says what changes). ``AUTO``: :meth:`Database.open` decides on a probe connection:
-    ``TRANSACTION`` when the server pid differs from the one announced at startup, else
-    ``SESSION``.
-    """
-
-    AUTO = "auto"
-    SESSION = "session"
-    TRANSACTION = "transaction"
-
-
-def check_schema(name: str) -> str:
-    """Return ``name`` if it may be watchkeeper's schema.
-
-    A plain identifier (lowercase ASCII letters, digits, ``_``; not starting with a
-    digit; at most 63 bytes, PostgreSQL's limit), so it reads the same quoted or not.
-    Not ``public`` (the application's), not ``information_schema`` and not ``pg_*``
-    (reserved for system schemas, PostgreSQL docs "CREATE SCHEMA").
-
-    Raises:
-        ConfigError: naming the value and the fix.
-    """
-    fix = "Fix: set WATCHKEEPER_SCHEMA to a plain identifier of your own, e.g. watchkeeper."
-    if not _PLAIN_IDENTIFIER.fullmatch(name) or len(name.encode()) > _IDENTIFIER_BYTES:
-        raise ConfigError(
-            f"schema {name!r} is not a plain identifier (lowercase letters, digits and _, "
-            f"not starting with a digit, at most {_IDENTIFIER_BYTES} characters). {fix}")
-    if name == "public":
-        raise ConfigError(f"schema 'public' belongs to the application sharing the database. {fix}")
-    if name == "information_schema" or name.startswith("pg_"):
-        raise ConfigError(f"schema {name!r} is reserved for PostgreSQL's own catalogs. {fix}")
-    return name
 
 
 def server_settings(schema: str) -> dict[str, str]:

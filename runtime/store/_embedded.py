@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import psutil
 
 from . import _acl
+from ._config import default_home
 
 __all__ = ["EmbeddedPostgresError", "default_home", "embedded_postgres", "SYSTEM_USER"]
 
@@ -72,14 +72,6 @@ class EmbeddedPostgresError(RuntimeError):
     The message names the step that failed, the fix, and for a failed start the
     last lines of ``<home>/postgres.log``.
     """
-
-
-def default_home() -> Path:
-    """``$WATCHKEEPER_HOME`` if set and non-empty, else the user data dir of "watchkeeper"."""
-    configured = os.environ.get("WATCHKEEPER_HOME")
-    if configured:
-        return Path(configured).expanduser()
-    return Path(platformdirs.user_data_dir("watchkeeper"))
 
 
 @contextlib.contextmanager

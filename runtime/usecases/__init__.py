@@ -17,117 +17,123 @@ series (``_replay``); where the database is, one tick, the supervisor's configur
 (``_operations``).
 
 May import: the engine, the store, ``watchkeeper.triggers``, ``sources`` and
-``outbox``. Never a door.
+``outbox``. Never a door. Each name here is imported on first use (``runtime._lazy``):
+a door that reads a spec file does not import the supervisor.
 """
 
-from ._access import Capability as Capability
-from ._access import authorize as authorize
-from ._access import principal_kind as principal_kind
-from ._access import reading_scope as reading_scope
-from ._access import visible_tenant as visible_tenant
-from ._cursors import DEFINITIONS_CURSOR as DEFINITIONS_CURSOR
-from ._cursors import HISTORY_CURSOR as HISTORY_CURSOR
-from ._cursors import POLLS_CURSOR as POLLS_CURSOR
-from ._cursors import decode_cursor as decode_cursor
-from ._cursors import encode_cursor as encode_cursor
-from ._definition_views import DefinitionView as DefinitionView
-from ._definition_views import list_definitions as list_definitions
-from ._definition_views import show_definition as show_definition
-from ._definition_views import stored_spec as stored_spec
-from ._definitions import Confirmation as Confirmation
-from ._definitions import Proposal as Proposal
-from ._definitions import cancel as cancel
-from ._definitions import confirm as confirm
-from ._definitions import pause as pause
-from ._definitions import propose as propose
-from ._definitions import resume as resume
-from ._deliveries import list_deliveries as list_deliveries
-from ._deliveries import redeliver as redeliver
-from ._history import HISTORY_STATUSES as HISTORY_STATUSES
-from ._history import HistoryEntry as HistoryEntry
-from ._history import HistoryEvent as HistoryEvent
-from ._history import HistoryPage as HistoryPage
-from ._history import HistoryQuery as HistoryQuery
-from ._history import history as history
-from ._history import next_step as next_step
-from ._history import report as report
-from ._history import shorten as shorten
-from ._history import task_entry as task_entry
-from ._keys import AgentPrincipal as AgentPrincipal
-from ._keys import ApiKey as ApiKey
-from ._keys import KeyKind as KeyKind
-from ._keys import NewKey as NewKey
-from ._keys import OperatorPrincipal as OperatorPrincipal
-from ._keys import Principal as Principal
-from ._keys import TickPrincipal as TickPrincipal
-from ._keys import authenticate_bearer as authenticate_bearer
-from ._keys import create_key as create_key
-from ._keys import list_keys as list_keys
-from ._keys import revoke_key as revoke_key
-from ._manual import TriggerResult as TriggerResult
-from ._manual import review as review
-from ._manual import trigger_now as trigger_now
-from ._operations import database_clock as database_clock
-from ._operations import database_server as database_server
-from ._operations import keep_database_clock as keep_database_clock
-from ._operations import supervisor_config as supervisor_config
-from ._operations import tick_once as tick_once
-from ._polls import PollCursor as PollCursor
-from ._polls import PollsPage as PollsPage
-from ._polls import PollsQuery as PollsQuery
-from ._polls import polls as polls
-from ._polls import require_definition as require_definition
-from ._preferences import CHANNELS as CHANNELS
-from ._preferences import PreferencesInput as PreferencesInput
-from ._preferences import get_preferences as get_preferences
-from ._preferences import parse_channels as parse_channels
-from ._preferences import parse_importance as parse_importance
-from ._preferences import parse_quiet as parse_quiet
-from ._preferences import set_preferences as set_preferences
-from ._principals import OPERATOR as OPERATOR
-from ._principals import REPLAY_TENANT_PREFIX as REPLAY_TENANT_PREFIX
-from ._principals import Actor as Actor
-from ._principals import UserPrincipal as UserPrincipal
-from ._principals import add_user as add_user
-from ._principals import authenticate as authenticate
-from ._principals import check_tenant as check_tenant
-from ._principals import list_users as list_users
-from ._principals import resolve_actor as resolve_actor
-from ._problems import PROBLEM_KINDS as PROBLEM_KINDS
-from ._problems import PROBLEM_TYPE_BASE as PROBLEM_TYPE_BASE
-from ._problems import ProblemKind as ProblemKind
-from ._problems import problem_kind as problem_kind
-from ._proposals import ProposalView as ProposalView
-from ._proposals import describe as describe
-from ._proposals import preview_spec as preview_spec
-from ._proposals import propose_spec as propose_spec
-from ._replay import ReplayDefinition as ReplayDefinition
-from ._replay import ReplaySummary as ReplaySummary
-from ._replay import load_replay_definitions as load_replay_definitions
-from ._replay import prune_replays as prune_replays
-from ._replay import remove_replay as remove_replay
-from ._replay import replay as replay
-from ._replay import replay_window as replay_window
-from ._report_models import ReportSpending as ReportSpending
-from ._report_models import UsageTotals as UsageTotals
-from ._specfile import load_data as load_data
-from ._specfile import load_registrations as load_registrations
-from ._specfile import load_spec as load_spec
-from ._status import DELIVERY_STATUSES as DELIVERY_STATUSES
-from ._status import DeploymentStatus as DeploymentStatus
-from ._status import Readiness as Readiness
-from ._status import SupervisorState as SupervisorState
-from ._status import UnclaimableTask as UnclaimableTask
-from ._status import readiness as readiness
-from ._status import status as status
-from ._status import supervisors as supervisors
-from ._status import unclaimable_tasks as unclaimable_tasks
-from ._webhooks import add_endpoint as add_endpoint
-from ._webhooks import check_secret as check_secret
-from ._webhooks import list_endpoints as list_endpoints
-from ._webhooks import new_secret as new_secret
-from ._webhooks import remove_endpoint as remove_endpoint
-from ._webhooks import rotate_secret as rotate_secret
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._access import Capability as Capability
+    from ._access import authorize as authorize
+    from ._access import principal_kind as principal_kind
+    from ._access import reading_scope as reading_scope
+    from ._access import visible_tenant as visible_tenant
+    from ._cursors import DEFINITIONS_CURSOR as DEFINITIONS_CURSOR
+    from ._cursors import HISTORY_CURSOR as HISTORY_CURSOR
+    from ._cursors import POLLS_CURSOR as POLLS_CURSOR
+    from ._cursors import decode_cursor as decode_cursor
+    from ._cursors import encode_cursor as encode_cursor
+    from ._definition_views import DefinitionView as DefinitionView
+    from ._definition_views import list_definitions as list_definitions
+    from ._definition_views import show_definition as show_definition
+    from ._definition_views import stored_spec as stored_spec
+    from ._definitions import Confirmation as Confirmation
+    from ._definitions import Proposal as Proposal
+    from ._definitions import cancel as cancel
+    from ._definitions import confirm as confirm
+    from ._definitions import pause as pause
+    from ._definitions import propose as propose
+    from ._definitions import resume as resume
+    from ._deliveries import list_deliveries as list_deliveries
+    from ._deliveries import redeliver as redeliver
+    from ._history import HISTORY_STATUSES as HISTORY_STATUSES
+    from ._history import HistoryEntry as HistoryEntry
+    from ._history import HistoryEvent as HistoryEvent
+    from ._history import HistoryPage as HistoryPage
+    from ._history import HistoryQuery as HistoryQuery
+    from ._history import history as history
+    from ._history import next_step as next_step
+    from ._history import report as report
+    from ._history import shorten as shorten
+    from ._history import task_entry as task_entry
+    from ._keys import AgentPrincipal as AgentPrincipal
+    from ._keys import ApiKey as ApiKey
+    from ._keys import KeyKind as KeyKind
+    from ._keys import NewKey as NewKey
+    from ._keys import OperatorPrincipal as OperatorPrincipal
+    from ._keys import Principal as Principal
+    from ._keys import TickPrincipal as TickPrincipal
+    from ._keys import authenticate_bearer as authenticate_bearer
+    from ._keys import create_key as create_key
+    from ._keys import list_keys as list_keys
+    from ._keys import revoke_key as revoke_key
+    from ._manual import TriggerResult as TriggerResult
+    from ._manual import review as review
+    from ._manual import trigger_now as trigger_now
+    from ._operations import database_clock as database_clock
+    from ._operations import database_server as database_server
+    from ._operations import keep_database_clock as keep_database_clock
+    from ._operations import supervisor_config as supervisor_config
+    from ._operations import tick_once as tick_once
+    from ._polls import PollCursor as PollCursor
+    from ._polls import PollsPage as PollsPage
+    from ._polls import PollsQuery as PollsQuery
+    from ._polls import polls as polls
+    from ._polls import require_definition as require_definition
+    from ._preferences import CHANNELS as CHANNELS
+    from ._preferences import PreferencesInput as PreferencesInput
+    from ._preferences import get_preferences as get_preferences
+    from ._preferences import parse_channels as parse_channels
+    from ._preferences import parse_importance as parse_importance
+    from ._preferences import parse_quiet as parse_quiet
+    from ._preferences import set_preferences as set_preferences
+    from ._principals import OPERATOR as OPERATOR
+    from ._principals import REPLAY_TENANT_PREFIX as REPLAY_TENANT_PREFIX
+    from ._principals import Actor as Actor
+    from ._principals import UserPrincipal as UserPrincipal
+    from ._principals import add_user as add_user
+    from ._principals import authenticate as authenticate
+    from ._principals import check_tenant as check_tenant
+    from ._principals import list_users as list_users
+    from ._principals import resolve_actor as resolve_actor
+    from ._problems import PROBLEM_KINDS as PROBLEM_KINDS
+    from ._problems import PROBLEM_TYPE_BASE as PROBLEM_TYPE_BASE
+    from ._problems import ProblemKind as ProblemKind
+    from ._problems import problem_kind as problem_kind
+    from ._proposals import ProposalView as ProposalView
+    from ._proposals import describe as describe
+    from ._proposals import preview_spec as preview_spec
+    from ._proposals import propose_spec as propose_spec
+    from ._replay import ReplayDefinition as ReplayDefinition
+    from ._replay import ReplaySummary as ReplaySummary
+    from ._replay import load_replay_definitions as load_replay_definitions
+    from ._replay import prune_replays as prune_replays
+    from ._replay import remove_replay as remove_replay
+    from ._replay import replay as replay
+    from ._replay import replay_window as replay_window
+    from ._report_models import ReportSpending as ReportSpending
+    from ._report_models import UsageTotals as UsageTotals
+    from ._specfile import load_data as load_data
+    from ._specfile import load_registrations as load_registrations
+    from ._specfile import load_spec as load_spec
+    from ._status import DELIVERY_STATUSES as DELIVERY_STATUSES
+    from ._status import DeploymentStatus as DeploymentStatus
+    from ._status import Readiness as Readiness
+    from ._status import SupervisorState as SupervisorState
+    from ._status import UnclaimableTask as UnclaimableTask
+    from ._status import readiness as readiness
+    from ._status import status as status
+    from ._status import supervisors as supervisors
+    from ._status import unclaimable_tasks as unclaimable_tasks
+    from ._webhooks import add_endpoint as add_endpoint
+    from ._webhooks import check_secret as check_secret
+    from ._webhooks import list_endpoints as list_endpoints
+    from ._webhooks import new_secret as new_secret
+    from ._webhooks import remove_endpoint as remove_endpoint
+    from ._webhooks import rotate_secret as rotate_secret
 
 __all__ = [
     "ReportSpending", "UsageTotals",
@@ -155,3 +161,71 @@ __all__ = [
     "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
     "rotate_secret",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "._access": (
+        "Capability", "authorize", "principal_kind", "reading_scope", "visible_tenant",
+    ),
+    "._cursors": (
+        "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",
+    ),
+    "._definition_views": (
+        "DefinitionView", "list_definitions", "show_definition", "stored_spec",
+    ),
+    "._definitions": (
+        "Confirmation", "Proposal", "cancel", "confirm", "pause", "propose", "resume",
+    ),
+    "._deliveries": (
+        "list_deliveries", "redeliver",
+    ),
+    "._history": (
+        "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
+        "history", "next_step", "report", "shorten", "task_entry",
+    ),
+    "._keys": (
+        "AgentPrincipal", "ApiKey", "KeyKind", "NewKey", "OperatorPrincipal", "Principal",
+        "TickPrincipal", "authenticate_bearer", "create_key", "list_keys", "revoke_key",
+    ),
+    "._manual": (
+        "TriggerResult", "review", "trigger_now",
+    ),
+    "._operations": (
+        "database_clock", "database_server", "keep_database_clock", "supervisor_config",
+        "tick_once",
+    ),
+    "._polls": (
+        "PollCursor", "PollsPage", "PollsQuery", "polls", "require_definition",
+    ),
+    "._preferences": (
+        "CHANNELS", "PreferencesInput", "get_preferences", "parse_channels", "parse_importance",
+        "parse_quiet", "set_preferences",
+    ),
+    "._principals": (
+        "OPERATOR", "REPLAY_TENANT_PREFIX", "Actor", "UserPrincipal", "add_user", "authenticate",
+        "check_tenant", "list_users", "resolve_actor",
+    ),
+    "._problems": (
+        "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
+    ),
+    "._proposals": (
+        "ProposalView", "describe", "preview_spec", "propose_spec",
+    ),
+    "._replay": (
+        "ReplayDefinition", "ReplaySummary", "load_replay_definitions", "prune_replays",
+        "remove_replay", "replay", "replay_window",
+    ),
+    "._report_models": (
+        "ReportSpending", "UsageTotals",
+    ),
+    "._specfile": (
+        "load_data", "load_registrations", "load_spec",
+    ),
+    "._status": (
+        "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "SupervisorState", "UnclaimableTask",
+        "readiness", "status", "supervisors", "unclaimable_tasks",
+    ),
+    "._webhooks": (
+        "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
+        "rotate_secret",
+    ),
+})

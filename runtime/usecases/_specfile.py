@@ -7,13 +7,14 @@ import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
 from watchkeeper.triggers import Binding, Spec, SpecError, SpecProblems, parse_spec
 
-from ..engine._registry import ScheduleDef
+if TYPE_CHECKING:
+    from ..engine._registry import ScheduleDef
 
 __all__ = ["load_data", "load_registrations", "load_spec"]
 
@@ -96,6 +97,8 @@ def load_registrations(path: Path, *, min_interval: timedelta) -> list[ScheduleD
 def _registration(item: Mapping[str, Any], where: str, found: SpecProblems,
                   min_interval: timedelta) -> ScheduleDef | None:
     """One ``[[definitions]]`` table as a definition; its problems go to ``found``."""
+    from ..engine._registry import ScheduleDef  # here: the engine brings the database driver
+
     before = len(found.problems)
     for key in sorted(set(item) - _REGISTRATION_KEYS):
         found.add(f"{where}.{key}", "is not a registration field.",

@@ -15,9 +15,8 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, date, datetime, time
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -26,20 +25,20 @@ from watchkeeper.runtime import (
     AuthError,
     ConfigError,
     Conflict,
-    Database,
     DatabaseUnavailable,
-    EmbeddedPostgresError,
     NotFound,
-    Settings,
     WatchkeeperError,
-    load_settings,
-    load_units_file,
 )
-from watchkeeper.runtime.usecases import database_server
 from watchkeeper.triggers import SpecError, SpecProblem, format_utc
 
+if TYPE_CHECKING:
+    from watchkeeper.runtime import Database, Settings
+
+# Each command imports what it uses inside its own function (the settings, the database,
+# the supervisor, the HTTP server): --help and preview start without any of them.
+
 __all__ = ["MAX_ID", "MAX_REVISION", "StdoutClosed", "app", "db_app", "emit_json", "err",
-           "fail_input", "fail_json", "first_leaf", "instant", "keys_app", "options", "out",
+           "exit_code", "fail_input", "fail_json", "first_leaf", "instant", "keys_app", "options", "out",
            "prefs_app", "replays_app", "series_error", "settings", "users_app", "webhooks_app",
            "with_db", "write"]
 
@@ -82,7 +81,21 @@ if not err.is_terminal:  # keep each message on one line for grep and scripts
 T = TypeVar("T")
 
 _EXIT = ((SpecError, 2), (ConfigError, 2), (NotFound, 3), (AuthError, 4), (Conflict, 5),
-         (DatabaseUnavailable, 6), (EmbeddedPostgresError, 6), (WatchkeeperError, 1))
+         (DatabaseUnavailable, 6), (WatchkeeperError, 1))
+"""Exit codes by error; also 6 for the embedded server's EmbeddedPostgresError
+(:func:`exit_code`)."""
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code this CLI maps ``exc`` to, or ``None`` (not one of ours: a bug)."""
+    code = next((c for cls, c in _EXIT if isinstance(exc, cls)), None)
+    if code is None and isinstance(exc, RuntimeError):
+        # only a RuntimeError may be the embedded server's: its module (and psutil) is
+        # imported here rather than by every command
+        from watchkeeper.runtime import EmbeddedPostgresError
+        if isinstance(exc, EmbeddedPostgresError):
+            code = 6
+    return code
 
 
 def write(text: str) -> None:
@@ -95,7 +108,8 @@ def write(text: str) -> None:
 
 
 def main() -> None:
-    """Entry point of the ``watchkeeper`` script."""
+    """Run the app on the command line (``cli.main`` first registers its command): log
+    warnings to stderr, and end with 0 when the reader of stdout went away."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("watchkeeper.notify").setLevel(logging.INFO)  # the log channel
@@ -134,6 +148,8 @@ def settings() -> Settings:
     Raises:
         typer.Exit: code 2, every bad variable named with the fix.
     """
+    from watchkeeper.runtime import load_settings, load_units_file
+
     try:
         config = load_settings()
     except ConfigError as exc:
@@ -150,6 +166,11 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
     """Open the database (embedded or DATABASE_URL), migrate, run ``fn``; map errors
     to exit codes with the message on stderr (and, with ``json_errors``, a spec's
     problems as a JSON list on stdout)."""
+    import anyio
+
+    from watchkeeper.runtime import Database
+    from watchkeeper.runtime.usecases import database_server
+
     config = settings()
     try:
         with database_server(config) as dsn:
@@ -164,17 +185,19 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
         raise
     except SpecError as exc:
         raise (fail_json(exc) if json_errors else fail(exc)) from exc
-    except tuple(cls for cls, _ in _EXIT) as exc:
-        raise fail(exc) from exc
     except BaseExceptionGroup as group:  # a task group's: report the error inside it
         leaf = first_leaf(group)
         if isinstance(leaf, StdoutClosed):
             raise leaf from None
         if isinstance(leaf, SpecError) and json_errors:
             raise fail_json(leaf) from group
-        if isinstance(leaf, tuple(cls for cls, _ in _EXIT)):
+        if exit_code(leaf) is not None:
             raise fail(leaf) from group
         raise
+    except Exception as exc:
+        if exit_code(exc) is None:
+            raise
+        raise fail(exc) from exc
 
 
 def first_leaf(group: BaseExceptionGroup) -> BaseException:
@@ -190,13 +213,13 @@ def first_leaf(group: BaseExceptionGroup) -> BaseException:
             leaves.append(node)
 
     walk(group)
-    known = (StdoutClosed, *(cls for cls, _ in _EXIT))
-    return next((leaf for leaf in leaves if isinstance(leaf, known)), leaves[0])
+    return next((leaf for leaf in leaves
+                 if isinstance(leaf, StdoutClosed) or exit_code(leaf) is not None), leaves[0])
 
 
 def fail(exc: BaseException) -> typer.Exit:
     """Print ``exc`` on stderr and return the exit carrying its code."""
-    code = next((c for cls, c in _EXIT if isinstance(exc, cls)), 1)
+    code = exit_code(exc) or 1
     err.print(f"[red]error:[/] {escape(str(exc))}")
     return typer.Exit(code)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from watchkeeper.runtime import Database, Settings, register
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc, parse_spec, preview
+from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc
 
 from ._app import (
     INSTANT_HELP,
@@ -27,6 +26,9 @@ from ._app import (
     with_db,
 )
 from ._render import preview_table
+
+if TYPE_CHECKING:
+    from watchkeeper.runtime import Database, Settings
 
 __all__: list[str] = []
 
@@ -46,6 +48,8 @@ def preview_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List the next occurrences: UTC instant, local time, slot, and a DST note."""
+    from watchkeeper.triggers import parse_spec, preview
+
     config = settings()
     chosen = [x for x in (spec_file, cron, every, at) if x is not None]
     if len(chosen) != 1:
@@ -88,6 +92,8 @@ def propose_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Record a proposed revision; the owner must confirm it with the printed hash."""
+    from watchkeeper.triggers import preview
+
     config = settings()
     try:
         spec = uc.load_spec(spec_file, min_interval=config.min_interval_delta)
@@ -237,6 +243,8 @@ def register_cmd(file: Path) -> None:
         items = uc.load_registrations(file, min_interval=config.min_interval_delta)
     except SpecError as exc:
         raise fail_input(exc) from exc
+
+    from watchkeeper.runtime import register
 
     async def run(db: Database, _: Settings) -> list[tuple[str, int]]:
         return [(d.id, await register(db, await uc.database_clock(db), d)) for d in items]

@@ -1,7 +1,9 @@
 """Parsing the options that name Python objects or files: ``--agent NAME=CMD``,
 ``--agents module:attr``, ``--sources module:attr``, ``--series NAME[@VERSION]=CSV``,
 ``--schedules module:attr``.
-Input parsing only; what is loaded is checked by the objects themselves."""
+Input parsing only; what is loaded is checked by the objects themselves. The engine's
+and the sources' classes are imported by the functions that use them (only the commands
+that run something call these)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from watchkeeper.runtime import AgentCatalog, CommandAgent, Registry, ScheduleDef
-from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
-from watchkeeper.triggers import IDENTIFIER_PATTERN, MODEL_AGENT, SpecError
+from watchkeeper.triggers import SpecError
 
 from ._app import fail_input, series_error
+
+if TYPE_CHECKING:
+    from watchkeeper.runtime import AgentCatalog, Registry
+    from watchkeeper.sources import SourceRegistry
 
 __all__ = ["agents_from", "schedules_from", "sources_from"]
 
@@ -40,6 +44,9 @@ def agents_from(agents: list[str], target: str | None = None) -> AgentCatalog:
         typer.Exit: code 2 naming the option, for a malformed item, a module or attribute
             that cannot be loaded, or something that is not a mapping of agents.
     """
+    from watchkeeper.runtime import AgentCatalog, CommandAgent
+    from watchkeeper.triggers import MODEL_AGENT
+
     catalog = AgentCatalog()
     if (endpoint := model_endpoint()) is not None:
         from watchkeeper.runtime import ModelAgent
@@ -78,6 +85,9 @@ def _python_agents(target: str) -> dict[str, Any] | AgentCatalog:
     """What ``--agents`` names: an :class:`AgentCatalog` as it is; a dict of name ->
     agent; a list of agents, each named by its ``name`` attribute; or a callable
     returning one of these."""
+    from watchkeeper.runtime import AgentCatalog
+    from watchkeeper.triggers import IDENTIFIER_PATTERN
+
     value = _load(target, "--agents", "AGENTS", "a dict of name -> agent")
     if callable(value) and not isinstance(value, dict | list | tuple | AgentCatalog):
         value = value()
@@ -113,6 +123,8 @@ def sources_from(target: str | None, series: list[str]) -> SourceRegistry:
     Raises:
         typer.Exit: code 2 naming the option.
     """
+    from watchkeeper.sources import SeriesError, SeriesSource, Source, SourceRegistry
+
     found = SourceRegistry()
     if target is not None:
         value = _load(target, "--sources", "SOURCES", "a list of sources")
@@ -152,6 +164,8 @@ def schedules_from(target: str | None) -> Registry:
     Raises:
         typer.Exit: code 2 naming ``--schedules``.
     """
+    from watchkeeper.runtime import Registry, ScheduleDef
+
     if target is None:
         return Registry()
     value = _load(target, "--schedules", "SCHEDULES", "a list of ScheduleDef")

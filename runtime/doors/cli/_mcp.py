@@ -4,10 +4,15 @@ the agent key in ``WATCHKEEPER_AGENT_KEY`` (the same tools answer at ``/mcp`` on
 
 from __future__ import annotations
 
-from watchkeeper.runtime import ConfigError, Database, Settings
+from typing import TYPE_CHECKING
+
+from watchkeeper.runtime import ConfigError
 from watchkeeper.runtime import usecases as uc
 
 from ._app import app, fail, settings, with_db
+
+if TYPE_CHECKING:
+    from watchkeeper.runtime import Database, Settings
 
 __all__: list[str] = []
 

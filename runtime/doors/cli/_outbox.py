@@ -4,12 +4,10 @@ local receiver to try an endpoint."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
 
-from watchkeeper.runtime import Database, Settings, SystemClock
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import SpecError
 
@@ -28,12 +26,17 @@ from ._app import (
 )
 from ._render import utc_text
 
+if TYPE_CHECKING:
+    from watchkeeper.runtime import Database, Settings
+
 __all__: list[str] = []
 
 
 @webhooks_app.command("add")
 def webhooks_add(tenant: str, name: str, url: str) -> None:
     """Add an endpoint; prints its signing secret once (whsec_...)."""
+    from watchkeeper.runtime import SystemClock
+
     async def run(db: Database, _: Settings) -> str:
         return await uc.add_endpoint(db, SystemClock(), tenant, name, url)
     secret = with_db(run)
@@ -199,6 +202,8 @@ def receiver_cmd(
 
     To try a webhook endpoint: watchkeeper webhooks add T hook http://127.0.0.1:8099/
     """
+    import anyio
+
     from watchkeeper.outbox import Receiver, serve
 
     for value in secret:

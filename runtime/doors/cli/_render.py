@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from rich.table import Table
 from rich.text import Text
 
-from watchkeeper.runtime.usecases import HistoryEntry, HistoryEvent
-from watchkeeper.triggers import PreviewItem, format_utc
+from watchkeeper.triggers import format_utc
+
+if TYPE_CHECKING:
+    from watchkeeper.runtime.usecases import HistoryEntry, HistoryEvent
+    from watchkeeper.triggers import PreviewItem
 
 __all__ = ["definitions_table", "history_lines", "history_table", "preview_table", "utc_text"]
 

@@ -8,24 +8,13 @@ import logging
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
-import pydantic
 import typer
 from rich.markup import escape
 
-from watchkeeper.runtime import (
-    Database,
-    Settings,
-    Shutdown,
-    Supervisor,
-    SupervisorStatistics,
-    SystemClock,
-    WatchkeeperError,
-)
+from watchkeeper.runtime import WatchkeeperError
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.sources import SeriesError, SeriesSource
 from watchkeeper.triggers import SpecError, format_utc
 
 from ._app import (
@@ -47,9 +36,13 @@ from ._app import (
 )
 from ._loading import agents_from, schedules_from, sources_from
 
+if TYPE_CHECKING:
+    import anyio
+
+    from watchkeeper.runtime import Database, Settings, Supervisor, SupervisorStatistics
+
 __all__: list[str] = []
 
-_DURATION = pydantic.TypeAdapter(timedelta)
 _AGENT_HELP = "NAME=COMMAND: a command agent."
 _AGENTS_HELP = "module:attr with a dict of name -> Python agent (async run(ctx))."
 _SOURCES_HELP = "module:attr with condition sources."
@@ -68,6 +61,10 @@ def run_cmd(
     """Run the supervisor until SIGTERM or SIGINT, which drain it: nothing new is claimed,
     runs in flight get WATCHKEEPER_DRAIN_SECONDS to finish, then the rest are interrupted
     and their tasks released for another supervisor; a second signal interrupts at once."""
+    import anyio
+
+    from watchkeeper.runtime import Supervisor, SystemClock
+
     registry, catalog = schedules_from(schedules), agents_from(agent, agents)
     found = sources_from(sources, series)
 
@@ -109,6 +106,8 @@ def _first_error(group: BaseExceptionGroup) -> BaseException:
 
 async def _stop_on_signal(supervisor: Supervisor) -> None:
     """Each SIGTERM / SIGINT takes the supervisor one step further in its shutdown."""
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             err.print(shutdown_note(supervisor), highlight=False)
@@ -117,6 +116,8 @@ async def _stop_on_signal(supervisor: Supervisor) -> None:
 def shutdown_note(supervisor: Supervisor) -> str:
     """Move ``supervisor`` one step on in its shutdown (:meth:`Supervisor.drain`) and
     say what that does (``run`` and ``serve`` print it on each signal)."""
+    from watchkeeper.runtime import Shutdown
+
     phase = supervisor.drain()
     if phase is Shutdown.DRAINING:
         return (f"draining: claiming nothing new; runs in flight have "
@@ -171,7 +172,10 @@ def replay_cmd(
 
     Prints the timeline (polls, verdicts, fires, suppressions, tasks). It runs under a
     fresh tenant, removed at the end unless --keep ('replays prune' removes kept ones)."""
+    import anyio
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from watchkeeper.sources import SeriesError, SeriesSource
 
     config = settings()
     catalog = agents_from(agent, agents)
@@ -232,6 +236,8 @@ def replay_cmd(
 async def _cancel_on_sigterm(scope: anyio.CancelScope, stopped: list[int]) -> None:
     """Cancel ``scope`` on SIGTERM (the replay's own cleanup then runs, shielded), and
     note it in ``stopped``; Ctrl-C already arrives as KeyboardInterrupt."""
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         async for signum in signals:
             stopped.append(signum)
@@ -265,9 +271,11 @@ def replays_prune(
                                             "(ISO 8601 duration such as P7D, or seconds).")] = "0",
 ) -> None:
     """Remove the tenants that 'replay --keep' (or a crashed replay) left behind."""
+    import pydantic
+
     try:
         age = (timedelta(seconds=float(older_than)) if older_than.replace(".", "", 1).isdigit()
-               else _DURATION.validate_python(older_than))
+               else pydantic.TypeAdapter(timedelta).validate_python(older_than))
     except pydantic.ValidationError as exc:
         raise fail_input(SpecError("--older-than", f"{older_than!r} is not a duration.",
                                    "give seconds or ISO 8601, e.g. P7D.")) from exc

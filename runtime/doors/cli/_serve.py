@@ -1,55 +1,29 @@
 """``watchkeeper serve`` (the HTTP API and the MCP tools at ``/mcp``, with the supervisor
-unless ``--no-supervisor``) and ``watchkeeper keys`` (API keys and the tick secret)."""
+unless ``--no-supervisor``) and ``watchkeeper keys`` (API keys and the tick secret).
+
+``serve`` imports the server (``_server``: uvicorn, the API, the MCP SDK) when it runs,
+not when the CLI starts."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
-from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
-import uvicorn
 
-from watchkeeper.runtime import Database, Settings, Supervisor, SystemClock
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.runtime.doors.api import Services, create_app
-from watchkeeper.triggers import SpecError
 
 from ._app import app, emit_json, err, keys_app, out, with_db, write
 from ._loading import agents_from, schedules_from, sources_from
 from ._running import shutdown_note
 
+if TYPE_CHECKING:
+    import uvicorn
+
+    from watchkeeper.runtime import Database, Settings, Supervisor
+
 __all__: list[str] = []
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, without its own signal handling (``serve`` stops the server and the
-    supervisor together on SIGTERM / SIGINT), telling when it listens or gave up."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.settled = anyio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
-        self.settled.set()
-
-    async def run_until_stopped(self) -> None:
-        """Serve until told to stop; a port that cannot be bound is bad input."""
-        try:
-            await self.serve()
-        except SystemExit as exc:  # uvicorn exits when it cannot bind
-            raise SpecError("--port", f"cannot listen on {self.config.host}:{self.config.port}.",
-                            "choose a free port, e.g. --port 0 for any.") from exc
-        finally:
-            self.settled.set()
 
 
 _AGENTS_HELP = "module:attr with a dict of name -> Python agent (async run(ctx))."
@@ -72,6 +46,14 @@ def serve_cmd(
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the MCP tools
     (streamable HTTP at /mcp, Bearer agent key) and, by default, run the supervisor in
     the same process, until SIGTERM / SIGINT (the supervisor drains as in ``run``)."""
+    import anyio
+    import uvicorn
+
+    from watchkeeper.runtime import Supervisor, SystemClock
+    from watchkeeper.runtime.doors.api import Services, create_app
+
+    from ._server import Server
+
     registry, catalog = schedules_from(schedules), agents_from(agent, agents)
     found = sources_from(sources, series)
 
@@ -85,7 +67,7 @@ def serve_cmd(
         api = create_app(Services(db, api_clock, config, agents=catalog, sources=found),
                          supervisor=engine, mcp=True)
         # lifespan on: the app's lifespan runs the MCP session manager
-        server = _Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
+        server = Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
                                         lifespan="on", access_log=False))
         async with anyio.create_task_group() as outer:
             outer.start_soon(_stop_on_signal, server, engine)
@@ -117,6 +99,8 @@ async def _stop_on_signal(server: uvicorn.Server, engine: Supervisor | None) -> 
     """First SIGTERM/SIGINT: stop accepting, finish in-flight requests, drain the
     supervisor; a second one: stop the server at once and interrupt the supervisor's runs
     (each signal takes the supervisor one step on, as in ``run``)."""
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             if engine is not None:
@@ -138,6 +122,8 @@ def keys_create(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Create an API key and print it once (stored as a SHA-256 digest)."""
+    from watchkeeper.runtime import SystemClock
+
     async def run(db: Database, _: Settings) -> uc.NewKey:
         return await uc.create_key(db, SystemClock(), kind, tenant_id=tenant, name=name)
     made = with_db(run)
@@ -171,6 +157,8 @@ def keys_list(tenant: Annotated[str | None, typer.Option()] = None,
 @keys_app.command("revoke")
 def keys_revoke(key_id: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
     """Revoke a key at once (its next request is 401)."""
+    from watchkeeper.runtime import SystemClock
+
     async def run(db: Database, _: Settings) -> None:
         await uc.revoke_key(db, SystemClock(), key_id, tenant_id=tenant)
     with_db(run)

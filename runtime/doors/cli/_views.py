@@ -4,18 +4,20 @@ polls."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from watchkeeper.runtime import Database, Settings, SystemClock
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import MODEL_AGENT, format_utc
+from watchkeeper.triggers import format_utc
 
 from ._app import INSTANT_HELP, MAX_ID, app, emit_json, err, instant, options, out, users_app, with_db, write
 from ._render import definitions_table, history_table, utc_text
+
+if TYPE_CHECKING:
+    from watchkeeper.runtime import Database, Settings
 
 __all__: list[str] = []
 
@@ -28,6 +30,8 @@ def users_add(
     rotate: Annotated[bool, typer.Option(help="Issue a new token for an existing user.")] = False,
 ) -> None:
     """Create a user (and its tenant) and print its API token once."""
+    from watchkeeper.runtime import SystemClock
+
     async def run(db: Database, _: Settings) -> str:
         return await uc.add_user(db, SystemClock(), tenant, user, display_name=name, zone=zone,
                                  rotate=rotate)
@@ -56,6 +60,8 @@ def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant
                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Supervisors (liveness, clock offset, agents and sources they offer), tasks no
     running supervisor can take, and the outbox backlog."""
+    from watchkeeper.triggers import MODEL_AGENT
+
     async def run(db: Database, _: Settings) -> uc.DeploymentStatus:
         return await uc.status(db, datetime.now(UTC), tenant_id=tenant)
     state = with_db(run)

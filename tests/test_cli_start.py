@@ -1,0 +1,155 @@
+"""The command line starts at once: each command imports only what it uses.
+
+Each test runs ``python -m watchkeeper ...`` in a subprocess and reads the modules it
+had imported when it ended (``sys.modules``). Speed itself is measured by
+``bench/cli_start.py``, never here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from watchkeeper.runtime.doors import cli
+from watchkeeper.runtime.store._db import Database
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+SERVING = frozenset({"fastapi", "starlette", "uvicorn", "sse_starlette", "mcp", "pydantic_ai",
+                     "openai", "jinja2", "prometheus_client"})
+"""What only serving (serve, mcp) or running a model needs: the HTTP server, the API
+framework, the MCP SDK, the model client, the page's templates, metrics."""
+OFFLINE = SERVING | {"asyncpg", "httpx"}
+"""What a command that never opens the database or the network does not need either."""
+CLI = "watchkeeper.runtime.doors.cli"
+
+# Runs the module as ``python -m watchkeeper`` does, then writes the names of the
+# modules imported by the end (also when the command exits non-zero) to a file.
+_WRAPPER = """
+import json, runpy, sys
+target, *args = sys.argv[1:]
+sys.argv = ["watchkeeper", *args]
+try:
+    runpy.run_module("watchkeeper", run_name="__main__", alter_sys=True)
+finally:
+    with open(target, "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+
+async def cli_modules(*args: str, home: Path, dsn: str | None = None
+                      ) -> tuple[int, str, str, set[str]]:
+    """Run ``watchkeeper ARGS``; its exit code, stdout, stderr and the modules it imported:
+    each module's name and each top-level package's."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["WATCHKEEPER_HOME"] = str(home)
+    env["COLUMNS"] = "200"
+    if dsn is not None:
+        env["DATABASE_URL"] = dsn
+    target = home / "modules.json"
+    result = await anyio.run_process([sys.executable, "-c", _WRAPPER, str(target), *args],
+                                     env=env, check=False)
+    names = set(json.loads(target.read_text()))
+    return (result.returncode, result.stdout.decode(), result.stderr.decode(),
+            names | {name.split(".", 1)[0] for name in names})
+
+
+def command_modules(modules: set[str]) -> set[str]:
+    """The CLI's command modules among ``modules`` (``_definitions``, ``_views``, ...)."""
+    return {name.removeprefix(f"{CLI}.") for name in modules} & set(cli.COMMANDS)
+
+
+@pytest.mark.anyio
+async def test_help_imports_no_server_database_or_model(tmp_path: Path) -> None:
+    """``--help`` lists every command without importing the API, MCP, the model client,
+    the database driver or the spec models."""
+    code, out, _, modules = await cli_modules("--help", home=tmp_path)
+    assert code == 0
+    assert "preview" in out and "serve" in out and "keys" in out
+    assert modules & (OFFLINE | {"pydantic_settings", "watchkeeper.triggers._spec"}) == set()
+    assert command_modules(modules) == set(cli.COMMANDS)  # all of them, to list them
+    assert {"typer", "watchkeeper"} <= modules  # the probe sees what the command imported
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("command", ["history", "serve", "mcp", "run", "replay", "keys"])
+async def test_a_commands_help_imports_no_server_database_or_model(tmp_path: Path,
+                                                                   command: str) -> None:
+    """A command's own ``--help`` (even serve's and mcp's) imports none of it either."""
+    code, out, _, modules = await cli_modules(command, "--help", home=tmp_path)
+    assert code == 0
+    assert f" {command} [OPTIONS]" in out
+    assert modules & OFFLINE == set()
+    assert command_modules(modules) <= {"_running", next(
+        module for module, names in cli.COMMANDS.items() if command in names)}
+
+
+@pytest.mark.anyio
+async def test_preview_of_a_spec_file_imports_only_the_core(tmp_path: Path) -> None:
+    """``preview SPEC`` reads the file and computes occurrences: the pure core, typer and
+    rich; no database driver, HTTP client, server, MCP or model, nor another command's
+    module."""
+    code, out, err, modules = await cli_modules(
+        "preview", str(EXAMPLES / "holdings_review.toml"), "--after", "2026-12-01",
+        "--count", "2", "--json", home=tmp_path)
+    assert (code, err) == (0, "")
+    assert [item["slot"] for item in json.loads(out)] == [
+        "2026-12-02T20:00[Europe/Paris]", "2026-12-09T20:00[Europe/Paris]"]
+    assert modules & OFFLINE == set()
+    assert command_modules(modules) == {"_definitions"}
+
+
+@pytest.mark.anyio
+async def test_preview_as_a_table_and_its_errors_import_only_the_core(tmp_path: Path) -> None:
+    """The table (rich) and a refused schedule (exit 2) stay on the core as well."""
+    code, out, _, modules = await cli_modules(
+        "preview", "--cron", "0 9 * * 1", "--tz", "Europe/London", "--after", "2026-12-01",
+        "--count", "1", home=tmp_path)
+    assert code == 0
+    assert "2026-12-07T09:00[Europe/London]" in out
+    assert modules & OFFLINE == set()
+    code, _, err, modules = await cli_modules("preview", "--cron", "0 9 * * 1", "--tz",
+                                              "Mars/Base", home=tmp_path)
+    assert code == 2
+    assert "unknown time zone 'Mars/Base'" in " ".join(err.split())
+    assert modules & OFFLINE == set()
+
+
+@pytest.mark.anyio
+async def test_database_commands_import_no_server_or_model(db: Database, db_dsn: str,
+                                                           tmp_path: Path) -> None:
+    """users add, propose, list and history open the database (asyncpg) but import
+    neither the API, MCP, templates, metrics nor the model client."""
+    steps = [("users", "add", "demo", "alice"),
+             ("propose", str(EXAMPLES / "holdings_review.toml"), "--tenant", "demo", "--id",
+              "holdings", "--owner", "alice", "--json"),
+             ("list", "--tenant", "demo"),
+             ("history", "holdings", "--tenant", "demo", "--json")]
+    for args in steps:
+        code, _, err, modules = await cli_modules(*args, home=tmp_path, dsn=db_dsn)
+        assert code == 0, err
+        assert "asyncpg" in modules
+        assert modules & SERVING == set(), args
+    assert await db.pool.fetchval("SELECT count(*) FROM definition_revisions") == 1
+
+
+def test_commands_names_the_module_of_every_command() -> None:
+    """cli.COMMANDS, which ``main`` reads to import only the invoked command's module,
+    names each command and group where it is registered, and no other."""
+    app = cli.commands()  # every module
+    found: dict[str, set[str]] = {}
+    for command in app.registered_commands:
+        found.setdefault(command.callback.__module__.removeprefix(f"{CLI}."), set()).add(
+            command.name)
+    for group in app.registered_groups:
+        (module,) = {c.callback.__module__.removeprefix(f"{CLI}.")
+                     for c in group.typer_instance.registered_commands}
+        found.setdefault(module, set()).add(group.name)
+    assert found == {module: set(names) for module, names in cli.COMMANDS.items()}
+    assert sum(len(names) for names in cli.COMMANDS.values()) == len(
+        {name for names in cli.COMMANDS.values() for name in names})
