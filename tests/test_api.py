@@ -313,6 +313,7 @@ async def test_readiness_metrics_and_the_openapi_document(db: Database, clock: F
         ready = await near.call("GET", "/readyz")
         assert ready.status_code == 200 and ready.json()["checks"] == {
             "database": "ok", "migrations": "ok", "clock": "ok"}
+        assert "wake" not in ready.json()  # no supervisor in this process
         metrics = (await near.call("GET", "/metrics")).text
         assert 'watchkeeper_outbox_deliveries{status="pending"} 0.0' in metrics
         assert "watchkeeper_supervisors_alive 0.0" in metrics
@@ -323,3 +324,18 @@ async def test_readiness_metrics_and_the_openapi_document(db: Database, clock: F
     assert "CronTrigger" in schemas and schemas["Spec"]["properties"]["trigger"]["discriminator"]
     security = document["components"]["securitySchemes"]
     assert any(s.get("scheme") == "bearer" for s in security.values())
+
+
+async def test_readiness_says_how_the_supervisor_wakes(db: Database, tmp_path: Path) -> None:
+    """With a supervisor in the process, /readyz says how it learns of new work: polling
+    (and why) when it cannot listen, still ready (200)."""
+    from watchkeeper.runtime.engine._clock import SystemClock
+    from watchkeeper.runtime.engine._supervisor import Supervisor, SupervisorConfig
+
+    supervisor = Supervisor(db, SystemClock(), SupervisorConfig(
+        home=tmp_path, skew_budget=None, supervisor_id="sup-ready", listen=False,
+        tick_seconds=2.5))
+    async with serving(db, SystemClock(), tmp_path, supervisor=supervisor) as api:
+        ready = await api.call("GET", "/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["wake"] == "polling every 2.5 s: WATCHKEEPER_LISTEN is off"

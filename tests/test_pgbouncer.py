@@ -211,6 +211,8 @@ async def test_a_supervisor_through_pgbouncer_migrates_admits_runs_and_delivers(
             left = await conn.raw.fetchval("SELECT count(*) FROM pg_prepared_statements")
     stats = supervisor.statistics()
     assert (stats.admitted, stats.completed, stats.deliveries) == (6, 6, 6)
+    assert stats.wake == ("polling every 1 s: LISTEN is not available behind a transaction "
+                          "pooler (a session's LISTEN ends with its transaction there)")
     async with direct(fresh_dsn) as conn:
         applied = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
         rows = await conn.fetch(

@@ -39,12 +39,19 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", summary="Ready", responses={503: {"description": "Not ready, with why"}})
-async def readyz(svc: Svc) -> Response:
+async def readyz(svc: Svc, request: Request) -> Response:
     """Database reachable, migrations current, this host's clock within the skew budget
-    of PostgreSQL's; else 503 with the reasons."""
+    of PostgreSQL's; else 503 with the reasons. With a supervisor in this process,
+    ``wake`` says how it learns of new work besides its due instants: ``notify``
+    (LISTEN/NOTIFY), ``connecting``, or ``polling every N s: <why>`` (behind a
+    transaction pooler, say) — informative, never a reason to be unready."""
     ready = await uc.readiness(svc.db, svc.clock, skew_budget=svc.settings.clock_skew_budget)
-    body = {"status": "ready" if ready.ready else "not ready", "checks": ready.checks,
-            "clock_offset_seconds": ready.clock_offset_seconds}
+    body: dict[str, Any] = {"status": "ready" if ready.ready else "not ready",
+                            "checks": ready.checks,
+                            "clock_offset_seconds": ready.clock_offset_seconds}
+    supervisor: Supervisor | None = getattr(request.app.state, "supervisor", None)
+    if supervisor is not None:
+        body["wake"] = supervisor.statistics().wake
     return JSONResponse(body, status_code=200 if ready.ready else 503,
                         headers={"Cache-Control": "no-store"})
 
