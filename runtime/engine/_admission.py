@@ -61,7 +61,7 @@ from ._tick import (
     wall_us,
 )
 
-__all__ = ["RunUnit", "TickReport", "active_tasks", "admit", "admit_due", "apply_plans",
+__all__ = ["NOT_READ", "RunUnit", "TickReport", "active_tasks", "admit", "admit_due", "apply_plans",
            "budget_states", "insert_tasks", "task_row"]
 
 log = logging.getLogger("watchkeeper.admission")
@@ -78,6 +78,10 @@ class RunUnit:
     scheduled_for: datetime
 
 
+NOT_READ = object()
+""":attr:`TickReport.idle_until` of a tick that had work to plan."""
+
+
 @dataclass
 class TickReport:
     """What one tick did (a frozen-in-spirit statistics record for tests and logs).
@@ -90,6 +94,8 @@ class TickReport:
         ranges: superseded ranges recorded.
         runs: ``run``-terminal occurrences claimed, to execute.
         recovered: the COMMIT acknowledgement was lost and the outcome was read back.
+        idle_until: when the tick found nothing due, the earliest ``next_due_at`` it read
+            then (``None``: nothing scheduled); unset (:data:`NOT_READ`) when it planned.
     """
 
     planned: int = 0
@@ -99,6 +105,7 @@ class TickReport:
     ranges: int = 0
     runs: list[RunUnit] = field(default_factory=list)
     recovered: bool = False
+    idle_until: datetime | None | object = field(default_factory=lambda: NOT_READ)
 
     @property
     def admitted(self) -> int:

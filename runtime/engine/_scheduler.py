@@ -52,7 +52,23 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
     registry = registry or Registry()
     now = clock.now() if now is None else now
     total = TickReport()
-    # phase A: user-confirmed definitions, planned under their row locks
+    earliest = await db.fetchval("next_due")  # one index probe: is anything due at all?
+    if earliest is None or earliest > now:
+        total.idle_until = earliest  # the due phases would only plan their queries
+    else:
+        await _admit_phases(db, now, registry, actor, batch_size, lanes, total)
+    await reconcile_stale_runs(db, clock)
+    await db.execute("tasks_release_orphaned_holds")
+    if execute_runs:
+        for unit in total.runs:
+            await execute_run(db, clock, registry, unit)
+    return total
+
+
+async def _admit_phases(db: Database, now: datetime, registry: Registry, actor: str,
+                        batch_size: int, lanes: int, total: TickReport) -> None:
+    """Phase A (user-confirmed definitions, planned under their row locks, in lanes),
+    then phase B (operator-registered ones: resolvers may do I/O), into ``total``."""
     report, after = await admit_due(db, now, min(batch_size, FIRST_BATCH), FIRST_KEY, actor,
                                     registry)
     total.merge(report)
@@ -61,17 +77,11 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
             for _ in range(max(lanes, 1)):
                 tg.start_soon(_lane, db, now, batch_size, after, actor, registry, total)
     position: DueKey | None = FIRST_KEY
-    while position is not None:  # phase B: operator-registered (resolvers may do I/O)
+    while position is not None:
         due, position = await read_due(db, now, batch_size, position)
         if due:
             plans = await plan_tick(due, now, registry)
             total.merge(await admit(db, plans, now, actor))
-    await reconcile_stale_runs(db, clock)
-    await db.execute("tasks_release_orphaned_holds")
-    if execute_runs:
-        for unit in total.runs:
-            await execute_run(db, clock, registry, unit)
-    return total
 
 
 async def _lane(db: Database, now: datetime, batch_size: int, after: DueKey, actor: str,

@@ -52,7 +52,7 @@ from watchkeeper.sources import SourceRegistry
 
 from .._errors import DatabaseUnavailable, WatchkeeperError
 from ..store._db import Database
-from ._admission import RunUnit
+from ._admission import NOT_READ, RunUnit
 from ._agents import AgentCatalog
 from ._clock import AnchoredClock, Clock, DatabaseTime, TimeAuthority
 from ._delivery_store import PgDeliveryStore
@@ -566,6 +566,8 @@ class Supervisor:
             self._kick("work")
         for unit in report.runs:
             self._start_run(unit)
+        if report.idle_until is not NOT_READ:  # nothing was due: the tick read when next
+            return self._seconds_until(now, report.idle_until)  # type: ignore[arg-type]
         return await self._until_due(now, "next_due")
 
     async def _until_due(self, now: datetime, query: str) -> bool | float:
@@ -573,7 +575,9 @@ class Supervisor:
         ``query`` reads, when that lies after ``now`` (the step's own instant); else
         ``False`` (nothing scheduled, or due work this supervisor left: another replica
         holds it, or it has no resolver for it), so the loop waits its interval."""
-        due = await self.db.fetchval(query)
+        return self._seconds_until(now, await self.db.fetchval(query))
+
+    def _seconds_until(self, now: datetime, due: datetime | None) -> bool | float:
         if due is None or due <= now:
             return False
         return (due - self.clock.now()).total_seconds()
