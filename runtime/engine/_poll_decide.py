@@ -1,10 +1,11 @@
 """The poller, step 3: deciding a chunk of read polls in one short transaction,
 set-based (DESIGN "Conditions (three-valued)", "Admission", "Scale").
 
-One transaction per chunk, whatever its size: three statements lock the chunk's poll
-rows, definitions and condition states (each in key order, so two pollers never
-deadlock); the pure :func:`triggers.judge_poll` decides each poll on its own (its own
-fence and revision recheck, its own state); the fires go through the admission rules
+One transaction per chunk, whatever its size: one statement locks the chunk's poll
+rows and definitions (in key order, so two pollers never deadlock), another reads the
+condition states (only the holder of a definition's lock writes its state); the pure
+:func:`triggers.judge_poll` decides each poll on its own (its own fence and revision
+recheck, its own state); the fires go through the admission rules
 of any occurrence (overrun, task budget: :func:`triggers.decide_admission`) with one
 statement per kind of row (occurrences, tasks, budgets, cancellations); and one
 statement (``condition_polls_decide``) writes every receipt, condition state,
@@ -43,7 +44,6 @@ from watchkeeper.triggers import (
     judge_poll,
     occurrence_timing,
     refused,
-    subjects_of,
     tzdata_version,
 )
 
@@ -119,7 +119,7 @@ def poll_event(claim: Claim, evaluation: Evaluation, action: str, reason: str,
                task_id: int | None, *, recovered: bool = False) -> PollEvent:
     """The event of a decided poll."""
     return PollEvent(claim.item.tenant_id, claim.item.definition_id, claim.slot.key,
-                     claim.slot.scheduled_for, subjects_of(claim.trigger.predicate),
+                     claim.slot.scheduled_for, claim.trigger.subjects,
                      evaluation.verdict.value, action, reason, task_id, claim.item.revision,
                      tuple(leaf.observation for leaf in evaluation.leaves
                            if leaf.observation is not None), recovered)
@@ -194,13 +194,19 @@ async def _decide(tx: Connection, now: datetime, chunk: Sequence[Polled], actor:
                   registry: Registry) -> list[PollEvent]:
     """Lock, judge, admit the fires and write, inside ``tx``."""
     tenants, definitions, bindings, slots = _key_arrays(chunk)
+    await tx.execute("admission_planner")
     polls = {(r["tenant_id"], r["definition_id"], r["slot"]): r
              for r in await tx.fetch("condition_polls_lock", tenants, definitions, bindings,
                                      slots)}
-    defs = {(r["tenant_id"], r["definition_id"]): r
-            for r in await tx.fetch("condition_definitions_lock", tenants, definitions)}
+    defs = {key[:2]: DefinitionFacts(r["definition_status"], r["fence"],
+                                     r["effective_revision"]) for key, r in polls.items()}
+    if len(polls) < len(chunk):  # a definition (or a poll) that is gone
+        missing = [(t, d, b, s) for t, d, b, s in zip(tenants, definitions, bindings, slots,
+                                                      strict=True) if (t, d, s) not in polls]
+        for r in await tx.fetch("condition_polls_lock_alone", *_columns(missing, 4)):
+            polls[(r["tenant_id"], r["definition_id"], r["slot"])] = r
     states = {(r["tenant_id"], r["definition_id"]): r
-              for r in await tx.fetch("condition_states_lock", tenants, definitions, bindings)}
+              for r in await tx.fetch("condition_states_get", tenants, definitions, bindings)}
     judged: list[tuple[Polled, PollJudgement]] = []
     events: dict[int, PollEvent] = {}
     for index, polled in enumerate(chunk):
@@ -213,7 +219,7 @@ async def _decide(tx: Connection, now: datetime, chunk: Sequence[Polled], actor:
                                        "already decided", poll and poll["task_id"])
             continue
         judged.append((polled, judge_poll(
-            current=_facts(defs.get((item.tenant_id, item.definition_id))),
+            current=defs.get((item.tenant_id, item.definition_id)),
             claimed_fence=item.fence, claimed_revision=item.revision,
             stored=_stored(states.get((item.tenant_id, item.definition_id))),
             condition_key=claim.trigger.condition_key, mode=claim.trigger.mode,
@@ -244,11 +250,6 @@ async def _decide(tx: Connection, now: datetime, chunk: Sequence[Polled], actor:
     return [events[index] for index in range(len(chunk))]
 
 
-def _facts(row: Any) -> DefinitionFacts | None:
-    return None if row is None else DefinitionFacts(row["status"], row["fence"],
-                                                    row["effective_revision"])
-
-
 def _stored(row: Any) -> StoredCondition | None:
     if row is None:
         return None
@@ -264,10 +265,13 @@ def poll_write_args(now: datetime, decisions: Sequence[Record], receipts: Sequen
                     states: Sequence[tuple[Claim, ConditionState, datetime]],
                     completed: Sequence[tuple[str, str]]) -> list[Any]:
     """The parameters of ``condition_polls_decide``: the receipts of ``receipts`` (one
-    per subject; a subject compared twice: its first verdict), the condition states
+    per subject; a subject compared twice: its first verdict; an observation object
+    shared by several polls is sent once), the condition states
     ``(claim, state, decided_through)``, the definitions to complete, and the decisions
     of ``decisions`` (polls still ``reading``), at ``now``."""
     receipt_rows: list[tuple[Any, ...]] = []
+    observed: dict[int, int] = {}  # id(observation) -> its ordinal (1-based)
+    observation_rows: list[tuple[Any, ...]] = []
     for claim, _, evaluation, _, _, _ in receipts:
         seen: dict[str, Any] = {}
         for leaf in evaluation.leaves:
@@ -276,18 +280,23 @@ def poll_write_args(now: datetime, decisions: Sequence[Record], receipts: Sequen
         item = claim.item
         for leaf in seen.values():
             o = leaf.observation
+            ordinal = observed.get(id(o))
+            if ordinal is None:
+                ordinal = observed[id(o)] = len(observation_rows) + 1
+                observation_rows.append((o.subject, o.source, o.source_version, o.observation_id,
+                                         o.value, o.unit, o.currency, o.as_of, o.fetched_at,
+                                         o.status.value, o.detail))
             receipt_rows.append((item.tenant_id, item.definition_id, USER_BINDING_ID,
-                                 claim.slot.key, o.subject, o.source, o.source_version,
-                                 o.observation_id, o.value, o.unit, o.currency, o.as_of,
-                                 o.fetched_at, o.status.value, o.detail, leaf.verdict.value))
+                                 claim.slot.key, ordinal, leaf.verdict.value))
     state_rows = [(c.item.tenant_id, c.item.definition_id, USER_BINDING_ID,
                    c.trigger.condition_key, c.item.revision, s.last_definite, s.latched,
                    s.last_fired_at, through) for c, s, through in states]
     poll_rows = [(c.item.tenant_id, c.item.definition_id, USER_BINDING_ID, c.slot.key, read_at,
                   e.verdict.value, action, reason[:2000], task_id)
                  for c, read_at, e, action, reason, task_id in decisions]
-    return [now, *_columns(receipt_rows, 16), *_columns(state_rows, 9),
-            *_columns(completed, 2), *_columns(poll_rows, 9)]
+    observations = _columns(observation_rows, 11)
+    return [now, *_columns(receipt_rows, 6), *observations[:10], *_columns(state_rows, 9),
+            *_columns(completed, 2), *_columns(poll_rows, 9), observations[10]]
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

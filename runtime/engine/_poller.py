@@ -47,7 +47,6 @@ from watchkeeper.triggers import (
     format_utc,
     in_range,
     load_zone,
-    subjects_of,
 )
 
 from ..store._db import Connection, Database
@@ -65,9 +64,11 @@ ABANDON_AFTER = timedelta(minutes=10)
 """A poll still ``reading`` this long after its claim is decided ``abandoned``."""
 READ_TIMEOUT = 10.0
 """Seconds (real time) one source read may take before it counts as timed out."""
-DECIDE_CHUNK = 1000
+DECIDE_CHUNK = 500
 """Polls decided per admission transaction: each is decided on its own (its own fence,
 revision and state checks, its own receipt), with one statement per kind of row."""
+DECIDE_LANES = 2
+"""Chunks of one pass decided at once (each in its own transaction and connection)."""
 
 
 @dataclass
@@ -110,15 +111,28 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     read_at = clock.now()
     observations = await read_observations(
         sources, {(c.trigger.source.name, c.trigger.source.version, subject)
-                  for c in claims for subject in subjects_of(c.trigger.predicate)},
+                  for c in claims for subject in c.trigger.subjects},
         read_at, concurrency=concurrency, read_timeout=read_timeout)
     decided = sorted(_evaluated(claims, read_at, observations),
                      key=lambda d: (d[0].item.tenant_id, d[0].item.definition_id))
-    # one lock order for every poller (polls, definitions, states; each in key order): no
-    # deadlock between two supervisors whose chunks hold the same definitions
-    for start in range(0, len(decided), DECIDE_CHUNK):
-        report.events.extend(await decide_polls(db, clock, decided[start:start + DECIDE_CHUNK],
-                                                actor, registry))
+    # one lock order for every poller (polls with their definitions, in key order): no
+    # deadlock between two supervisors whose chunks hold the same definitions. The chunks
+    # of one pass hold disjoint definitions: DECIDE_LANES of them are decided at once, so
+    # one's statements run while the next is judged.
+    chunks = [decided[start:start + DECIDE_CHUNK] for start in range(0, len(decided),
+                                                                        DECIDE_CHUNK)]
+    results: dict[int, list[PollEvent]] = {}
+    lanes = anyio.CapacityLimiter(DECIDE_LANES)
+
+    async def decide(index: int) -> None:
+        async with lanes:
+            results[index] = await decide_polls(db, clock, chunks[index], actor, registry)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(len(chunks)):
+            tg.start_soon(decide, index)
+    for index in range(len(chunks)):
+        report.events.extend(results[index])
     return report
 
 
@@ -133,7 +147,7 @@ def _evaluated(claims: Sequence[Claim], read_at: datetime,
         if evaluation is None:
             ref = claim.trigger.source
             seen = {subject: observations[(ref.name, ref.version, subject)]
-                    for subject in subjects_of(claim.trigger.predicate)}
+                    for subject in claim.trigger.subjects}
             evaluation = shared[claim.item.spec_hash] = evaluate(claim.trigger.predicate, seen,
                                                                  read_at)
         out.append((claim, read_at, evaluation))
@@ -154,6 +168,7 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
         rows = await tx.fetch("conditions_due_lock", now, limit, tenant_id, source_names)
         if not rows:
             return claims, early
+        await tx.execute("admission_planner")  # custom plans for the batch's own keys
         specs = await _specs(tx, rows)
         advances: list[tuple[Any, ...]] = []
         due: list[tuple[DueDefinition, Spec, _Window]] = []
@@ -198,7 +213,7 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
             denied = budgets.get((item.tenant_id, item.definition_id))
             if isinstance(denied, str):
                 early.append(PollEvent(item.tenant_id, item.definition_id, slot.key,
-                                       slot.scheduled_for, subjects_of(trigger.predicate), None,
+                                       slot.scheduled_for, trigger.subjects, None,
                                        "denied_poll_budget", denied, revision=item.revision))
             else:
                 claims.append(Claim(item, trigger, slot, window.count - 1))

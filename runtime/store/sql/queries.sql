@@ -1222,44 +1222,51 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
  AND p.binding_id = k.binding_id AND p.slot = k.slot;
 
 -- name: condition_polls_lock
--- Poll phase 3: the batch's poll rows, locked in key order (every poller locks polls,
--- then definitions, then states, each in key order: no deadlock between two pollers).
+-- Poll phase 3: the batch's poll rows and their definitions, locked together in key
+-- order (the definition waits for a confirm, pause or cancel in flight; its fence and
+-- revision are rechecked). Every poller locks in this order, so two pollers never
+-- deadlock. A poll whose row or definition is gone is missing here
+-- (condition_polls_lock_alone tells which).
+SELECT p.tenant_id, p.definition_id, p.slot, p.status, p.action, p.task_id,
+       d.status AS definition_status, d.fence, d.effective_revision
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+     AS k (tenant_id, definition_id, binding_id, slot)
+JOIN condition_polls p
+  ON p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
+ AND p.binding_id = k.binding_id AND p.slot = k.slot
+JOIN definitions d ON d.tenant_id = p.tenant_id AND d.definition_id = p.definition_id
+WHERE p.definition_id = ANY($2::text[]) AND d.definition_id = ANY($2::text[])
+ORDER BY p.tenant_id, p.definition_id, p.binding_id, p.slot
+FOR UPDATE OF p, d;
+
+-- name: condition_polls_lock_alone
+-- The poll rows of keys condition_polls_lock did not return (their definition is gone,
+-- or the poll itself), locked.
 SELECT p.tenant_id, p.definition_id, p.slot, p.status, p.action, p.task_id
 FROM condition_polls p
 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
      AS k (tenant_id, definition_id, binding_id, slot)
   ON p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
  AND p.binding_id = k.binding_id AND p.slot = k.slot
-WHERE p.definition_id = ANY($2::text[])  -- lets the planner use the primary key
 ORDER BY p.tenant_id, p.definition_id, p.binding_id, p.slot
 FOR UPDATE OF p;
 
--- name: condition_definitions_lock
--- Poll phase 3: the batch's definitions, locked (waiting for a confirm, pause or cancel
--- in flight) in key order, for the fence and revision recheck.
-SELECT d.tenant_id, d.definition_id, d.status, d.fence, d.effective_revision
-FROM definitions d
-JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, definition_id)
-  ON d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
-WHERE d.definition_id = ANY($2::text[])
-ORDER BY d.tenant_id, d.definition_id
-FOR UPDATE OF d;
-
--- name: condition_states_lock
--- Poll phase 3: the stored condition states of the batch's bindings, locked in key order.
+-- name: condition_states_get
+-- Poll phase 3: the stored condition states of the batch's bindings. Read after
+-- condition_polls_lock, in a statement of its own (a fresh snapshot): only a poller
+-- holding the definition's row lock writes its condition state, so no lock is needed.
 SELECT s.tenant_id, s.definition_id, s.binding_id, s.condition_key, s.last_definite,
        s.latched, s.last_fired_at, s.decided_through
 FROM condition_state s
 JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, definition_id, binding_id)
   ON s.tenant_id = k.tenant_id AND s.definition_id = k.definition_id
  AND s.binding_id = k.binding_id
-WHERE s.definition_id = ANY($2::text[])
-ORDER BY s.tenant_id, s.definition_id, s.binding_id
-FOR UPDATE OF s;
+WHERE s.definition_id = ANY($2::text[]);
 
 -- name: condition_polls_decide
 -- Poll phase 3, set-based: in one statement, the observation receipts (one per poll and
--- subject), the condition states (one per binding: the state the batch's poll of it
+-- subject; each names its observation by its ordinal in the observation arrays, so a
+-- reading shared by many polls is sent once), the condition states (one per binding: the state the batch's poll of it
 -- left), the definitions that complete (a first_match that fired and was admitted, or a
 -- latched one a revision re-activated) and the decisions of the polls still 'reading'.
 -- $1: now (decided_at, updated_at).
@@ -1267,10 +1274,17 @@ WITH receipts AS (
     INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
                                       source, source_version, observation_id, value, unit,
                                       currency, as_of, fetched_at, status, detail, verdict)
-    SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::text[], $10::numeric[], $11::text[],
-                         $12::text[], $13::timestamptz[], $14::timestamptz[], $15::text[],
-                         $16::text[], $17::text[])
+    SELECT r.tenant_id, r.definition_id, r.binding_id, r.slot, o.subject, o.source,
+           o.source_version, o.observation_id, o.value, o.unit, o.currency, o.as_of,
+           o.fetched_at, o.status, o.detail, r.verdict
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::text[])
+         AS r (tenant_id, definition_id, binding_id, slot, observation, verdict)
+    JOIN unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::text[],
+                $14::text[], $15::timestamptz[], $16::timestamptz[], $17::text[], $38::text[])
+         WITH ORDINALITY
+         AS o (subject, source, source_version, observation_id, value, unit, currency, as_of,
+               fetched_at, status, detail, n)
+      ON o.n = r.observation
     ON CONFLICT DO NOTHING
 ),
 states AS (
