@@ -26,6 +26,7 @@ One pass (:func:`poll_once`) has three steps (DESIGN "Conditions (three-valued)"
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -108,12 +109,8 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     report.events.extend(early)
     if not claims:
         return report
-    read_at = clock.now()
-    observations = await read_observations(
-        sources, {(c.trigger.source.name, c.trigger.source.version, subject)
-                  for c in claims for subject in c.trigger.subjects},
-        read_at, concurrency=concurrency, read_timeout=read_timeout)
-    decided = sorted(_evaluated(claims, read_at, observations),
+    observations = await _shared_reads(sources, claims, clock, concurrency, read_timeout)
+    decided = sorted(_evaluated(claims, observations),
                      key=lambda d: (d[0].item.tenant_id, d[0].item.definition_id))
     # one lock order for every poller (polls with their definitions, in key order): no
     # deadlock between two supervisors whose chunks hold the same definitions. The chunks
@@ -136,20 +133,55 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     return report
 
 
-def _evaluated(claims: Sequence[Claim], read_at: datetime,
-               observations: dict[tuple[str, str, str], Observation]) -> list[Polled]:
-    """Each claim with its predicate's evaluation; claims of one spec share one
-    evaluation (same predicate, same readings, same instant)."""
-    shared: dict[str, Evaluation] = {}
+_Key = tuple[str, str, str]  # source name, version, subject
+_Reading = tuple[datetime, Observation]  # when it was read, what was read
+_READS: weakref.WeakKeyDictionary[SourceRegistry, dict[datetime, dict[_Key, _Reading]]] = \
+    weakref.WeakKeyDictionary()
+"""Per source registry (one per supervisor or replay): the readings of the latest poll
+instants, so the passes that share one poll instant share its reads."""
+_INSTANTS_KEPT = 4
+
+
+async def _shared_reads(sources: SourceRegistry, claims: Sequence[Claim], clock: Clock,
+                        concurrency: int, read_timeout: float
+                        ) -> dict[tuple[datetime, _Key], _Reading]:
+    """The reading of each (poll instant, source, subject) the claims need: read once
+    per process — by this pass, at one instant, or by an earlier pass of the same poll
+    instant — and shared by every definition that reads it (DESIGN "Scale")."""
+    kept = _READS.setdefault(sources, {})
+    wanted = {(c.slot.scheduled_for, (c.trigger.source.name, c.trigger.source.version, subject))
+              for c in claims for subject in c.trigger.subjects}
+    missing = {key for at, key in wanted if key not in kept.get(at, {})}
+    read_at = clock.now()
+    fresh = await read_observations(sources, missing, read_at, concurrency=concurrency,
+                                     read_timeout=read_timeout) if missing else {}
+    out: dict[tuple[datetime, _Key], _Reading] = {}
+    for at, key in wanted:
+        reading = kept.get(at, {}).get(key)
+        if reading is None:
+            reading = kept.setdefault(at, {})[key] = (read_at, fresh[key])
+        out[(at, key)] = reading
+    for old in sorted(kept)[:-_INSTANTS_KEPT]:
+        del kept[old]
+    return out
+
+
+def _evaluated(claims: Sequence[Claim], readings: dict[tuple[datetime, _Key], _Reading]
+               ) -> list[Polled]:
+    """Each claim with its predicate's evaluation at its read instant (the latest of its
+    readings'); claims of one spec, poll instant and readings share one evaluation."""
+    shared: dict[tuple[Any, ...], Evaluation] = {}
     out: list[Polled] = []
     for claim in claims:
-        evaluation = shared.get(claim.item.spec_hash)
+        ref, at = claim.trigger.source, claim.slot.scheduled_for
+        seen = {subject: readings[(at, (ref.name, ref.version, subject))]
+                for subject in claim.trigger.subjects}
+        read_at = max(r for r, _ in seen.values())
+        key = (claim.item.spec_hash, at, read_at, *(id(o) for _, o in seen.values()))
+        evaluation = shared.get(key)
         if evaluation is None:
-            ref = claim.trigger.source
-            seen = {subject: observations[(ref.name, ref.version, subject)]
-                    for subject in claim.trigger.subjects}
-            evaluation = shared[claim.item.spec_hash] = evaluate(claim.trigger.predicate, seen,
-                                                                 read_at)
+            evaluation = shared[key] = evaluate(
+                claim.trigger.predicate, {s: o for s, (_, o) in seen.items()}, read_at)
         out.append((claim, read_at, evaluation))
     return out
 
