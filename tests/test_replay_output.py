@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +74,115 @@ async def test_replay_json_lines_are_unchanged(db: Database, tmp_path: Path, tom
     assert len(got) == len(want)
     for number, (line, wanted) in enumerate(zip(got, want, strict=True), 1):
         assert line == wanted, f"line {number} differs"
+
+
+MIXED = '''
+[[definitions]]
+id = "aapl-first"
+version = 1
+delivery = [{ channel = "file", destination = "aapl.jsonl" }]
+[definitions.trigger]
+type = "condition"
+mode = "first_match"
+source = { name = "series", version = "1" }
+poll_every = "P3D"
+[definitions.trigger.predicate]
+subject = "AAPL"
+op = "<="
+threshold = "90 USD/share"
+freshness = "P45D"
+
+[[definitions]]
+id = "ibm-edges"
+version = 1
+[definitions.trigger]
+type = "condition"
+mode = "every_edge"
+cooldown = "P90D"
+source = { name = "series", version = "1" }
+poll_every = "P2D"
+[definitions.trigger.predicate]
+any = [{ subject = "IBM", op = ">=", threshold = "120 USD/share" },
+       { subject = "GOOG", op = ">=", threshold = "700 USD/share" }]
+
+[[definitions]]
+id = "msft-budget"
+version = 1
+limits = { max_polls_per_period = 8, period = "month" }
+[definitions.trigger]
+type = "condition"
+mode = "every_edge"
+source = { name = "series", version = "1" }
+poll_every = "P3D"
+[definitions.trigger.predicate]
+subject = "MSFT"
+op = ">="
+threshold = "30 USD/share"
+
+[[definitions]]
+id = "amzn-ends"
+version = 1
+ends = { after = 100 }
+[definitions.trigger]
+type = "condition"
+mode = "every_edge"
+source = { name = "series", version = "1" }
+poll_every = "P5D"
+[definitions.trigger.predicate]
+subject = "AMZN"
+op = ">="
+threshold = "40 USD/share"
+freshness = "P40D"
+'''
+
+_SEQUENCED = {"task_id", "run_id", "lease_token", "attempt_id", "delivery_id", "output_ref",
+              "content_sha256", "task"}
+_SHA = re.compile(r"sha256 [0-9a-f]{12}")  # a previous report's hash, named in a report
+_REAL_CLOCK = {("tenants", "created_at"), ("users", "created_at"), ("users", "token_sha256")}
+
+
+async def stored(db: Database, tenant: str) -> dict[str, list[str]]:
+    """Every row of every tenant table of ``tenant``, as sorted text: the tenant's name
+    replaced, ids from sequences (and what is derived from them: a report's hash over a
+    text naming the tenant, a delivery id) and the real-clock creation of the tenant and
+    its user left out."""
+    rows: dict[str, list[str]] = {}
+    tables = await db.pool.fetch(
+        "SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t "
+        "USING (table_schema, table_name) WHERE c.column_name = 'tenant_id' "
+        "AND t.table_type = 'BASE TABLE' AND c.table_schema = current_schema() ORDER BY 1")
+    for (table,) in tables:
+        found = await db.pool.fetch(f"SELECT * FROM {table} WHERE tenant_id = $1",  # noqa: S608
+                                    tenant)
+        rows[table] = sorted(json.dumps({k: _SHA.sub("sha256 H", str(v).replace(tenant, "T"))
+                                         for k, v in dict(r).items()
+                                         if k not in _SEQUENCED and (table, k) not in _REAL_CLOCK},
+                                        sort_keys=True) for r in found)
+    return rows
+
+
+async def test_batched_replay_stores_and_prints_what_polling_each_instant_does(
+        db: Database, tmp_path: Path) -> None:
+    """Four definitions over three years of the stocks series (a first_match, an
+    every_edge with a cooldown over two subjects, one with a polling budget that runs out
+    every month, one whose schedule ends): the batched replay prints the same lines and stores the same
+    rows, in every table, as the replay that polls every instant through the poller."""
+    path = tmp_path / "mixed.toml"
+    path.write_text(MIXED)
+    definitions = load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    start, end = datetime(2007, 1, 1, tzinfo=UTC), datetime(2009, 12, 31, tzinfo=UTC)
+    results = []
+    for batched in (False, True):
+        lines: list[str] = []
+        summary = await replay(db, definitions, source, start=start, end=end,
+                               home=tmp_path, keep=True, batched=batched,
+                               on_event=lambda e, out=lines: out.append(json.dumps(e)))
+        results.append((renumbered(lines), await stored(db, summary.tenant_id), summary))
+    (step_lines, step_rows, step), (batch_lines, batch_rows, batch) = results
+    assert batch_lines == step_lines
+    assert batch_rows == step_rows
+    assert (batch.polls, batch.actions, batch.tasks) == (step.polls, step.actions, step.tasks)
+    actions = step.actions
+    assert {"fired", "none", "suppressed_cooldown", "denied_poll_budget"} <= set(actions)
+    assert len(step_rows["condition_polls"]) == step.polls > 1000

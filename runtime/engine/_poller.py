@@ -57,7 +57,7 @@ from ._poll_decide import Claim, Polled, PollEvent, decide_polls
 from ._registry import Registry
 from ._tick import DueDefinition
 
-__all__ = ["PollEvent", "PollReport", "poll_once", "read_observations"]
+__all__ = ["PollEvent", "PollReport", "poll_once", "read_observations", "read_subject"]
 
 log = logging.getLogger("watchkeeper.conditions")
 
@@ -253,15 +253,19 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
 
 
 def claim_args(polls: Sequence[tuple[Any, ...]], advances: Sequence[tuple[Any, ...]],
-               charges: Sequence[tuple[Any, ...]], now: datetime, actor: str) -> list[Any]:
+               charges: Sequence[tuple[Any, ...]], now: datetime, actor: str, *,
+               claimed_at: Sequence[datetime] = (),
+               advanced_at: Sequence[datetime] = ()) -> list[Any]:
     """The parameters of ``condition_polls_claim``: the poll rows (tenant, definition,
     binding, slot, scheduled_for, revision, fence, condition_key, superseded, status,
     verdict, action, reason, decided_at, read_at), the definitions' advances (tenant,
     definition, cursor_at, slots_seen, next_due_at, status) and the budget charges
     (tenant, definition, binding, slot, period start, period end, limit), at ``now`` by
-    ``actor``."""
+    ``actor``; or, given ``claimed_at`` and ``advanced_at`` (one per poll, one per
+    advance), each at its own instant."""
     p = _columns(polls, 15)
-    return [*p[:9], now, actor, *p[9:], *_columns(advances, 6), now, *_columns(charges, 7)]
+    return [*p[:9], now, actor, *p[9:], *_columns(advances, 6), now, *_columns(charges, 7),
+            list(claimed_at), list(advanced_at)]
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
@@ -360,7 +364,7 @@ async def read_observations(sources: SourceRegistry, wanted: set[tuple[str, str,
 
     async def read_one(key: tuple[str, str, str]) -> None:
         async with limiter:
-            out[key] = await _read_subject(*key, sources, read_at, read_timeout)
+            out[key] = await read_subject(*key, sources, read_at, read_timeout)
 
     async with anyio.create_task_group() as tg:
         for key in sorted(wanted):
@@ -368,8 +372,11 @@ async def read_observations(sources: SourceRegistry, wanted: set[tuple[str, str,
     return out
 
 
-async def _read_subject(name: str, version: str, subject: str, sources: SourceRegistry,
-                        read_at: datetime, limit_seconds: float) -> Observation:
+async def read_subject(name: str, version: str, subject: str, sources: SourceRegistry,
+                       read_at: datetime, limit_seconds: float) -> Observation:
+    """What source ``name`` says of ``subject`` at ``read_at``, as a sound observation:
+    an unknown source, another version, an exception, no answer within
+    ``limit_seconds`` (real) or an unsound answer becomes a failed or timed-out one."""
     try:
         source = sources.get(name)
     except UnknownSource as exc:

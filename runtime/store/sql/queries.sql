@@ -1158,33 +1158,36 @@ FOR UPDATE OF d SKIP LOCKED;
 -- charge the polling budget of each poll actually claimed (every poll is charged,
 -- whatever it will return; one over budget is inserted decided 'denied_poll_budget'
 -- and charged nothing). A poll may be inserted decided already ($13 'decided', with its
--- verdict, action, reason, read_at and decided_at): a replay's quiet polls.
--- Returns the (tenant, definition, slot) of each poll claimed.
+-- verdict, action, reason, read_at and decided_at): a replay's quiet polls, each claimed
+-- at its own instant ($32, else $10) and each definition advanced at its own ($33, else
+-- $24). Returns the (tenant, definition, slot) of each poll claimed.
 WITH claimed AS (
     INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
                                  revision, fence, condition_key, superseded, claimed_at,
                                  claimed_by, status, verdict, action, reason, decided_at,
                                  read_at)
     SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
-           p.fence, p.condition_key, p.superseded, $10::timestamptz, $11::text, p.status,
+           p.fence, p.condition_key, p.superseded, coalesce(p.claimed_at, $10::timestamptz),
+           $11::text, p.status,
            p.verdict, p.action, p.reason, p.decided_at, p.read_at
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::integer[], $7::bigint[], $8::text[], $9::integer[], $12::text[],
                 $13::text[], $14::text[], $15::text[], $16::timestamptz[],
-                $17::timestamptz[])
+                $17::timestamptz[], $32::timestamptz[])
          AS p (tenant_id, definition_id, binding_id, slot, scheduled_for, revision, fence,
                condition_key, superseded, status, verdict, action, reason, decided_at,
-               read_at)
+               read_at, claimed_at)
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, definition_id, slot
 ),
 advanced AS (
     UPDATE definitions d
     SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
-        status = a.status, updated_at = $24::timestamptz
+        status = a.status, updated_at = coalesce(a.updated_at, $24::timestamptz)
     FROM unnest($18::text[], $19::text[], $20::timestamptz[], $21::bigint[],
-                $22::timestamptz[], $23::text[])
-         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
+                $22::timestamptz[], $23::text[], $33::timestamptz[])
+         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status,
+               updated_at)
     WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
       AND d.definition_id = ANY($19::text[])  -- lets the planner use the primary key
 ),
@@ -1269,7 +1272,7 @@ WHERE s.definition_id = ANY($2::text[]);
 -- reading shared by many polls is sent once), the condition states (one per binding: the state the batch's poll of it
 -- left), the definitions that complete (a first_match that fired and was admitted, or a
 -- latched one a revision re-activated) and the decisions of the polls still 'reading'.
--- $1: now (decided_at, updated_at).
+-- $1: now (decided_at, updated_at; a state with its own updated_at in $39 keeps it).
 WITH receipts AS (
     INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
                                       source, source_version, observation_id, value, unit,
@@ -1291,9 +1294,14 @@ states AS (
     INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
                                       revision, last_definite, latched, last_fired_at,
                                       decided_through, updated_at)
-    SELECT k.*, $1::timestamptz
+    SELECT k.tenant_id, k.definition_id, k.binding_id, k.condition_key, k.revision,
+           k.last_definite, k.latched, k.last_fired_at, k.decided_through,
+           coalesce(k.updated_at, $1::timestamptz)
     FROM unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::integer[],
-                $23::boolean[], $24::boolean[], $25::timestamptz[], $26::timestamptz[]) AS k
+                $23::boolean[], $24::boolean[], $25::timestamptz[], $26::timestamptz[],
+                $39::timestamptz[])
+         AS k (tenant_id, definition_id, binding_id, condition_key, revision, last_definite,
+               latched, last_fired_at, decided_through, updated_at)
     ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
     SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
         last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
@@ -1396,6 +1404,22 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
   ON t.tenant_id = k.tenant_id AND t.definition_id = k.definition_id
  AND t.binding_id = k.binding_id AND t.slot = k.slot
 WHERE t.kind = $5 AND t.definition_id = ANY($2::text[]);
+
+-- name: replay_conditions
+-- A replay's active condition definitions with their effective spec and stored
+-- condition state (its quiet runs are decided in memory from these).
+SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
+       d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, d.status,
+       r.spec_hash, r.spec, s.condition_key, s.last_definite, s.latched, s.last_fired_at,
+       s.decided_through
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+LEFT JOIN condition_state s
+  ON s.tenant_id = d.tenant_id AND s.definition_id = d.definition_id AND s.binding_id = $2
+WHERE d.tenant_id = $1 AND d.status = 'active' AND d.trigger_kind = 'condition'
+ORDER BY d.definition_id;
 
 -- name: replay_next_poll
 -- The earliest next poll of a replay tenant's active condition definitions.

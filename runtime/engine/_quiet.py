@@ -1,0 +1,230 @@
+"""Quiet runs: a replay's polls decided in memory and written as one batch (issue 17).
+
+A replay moves its virtual clock from poll instant to poll instant over a series held
+in memory. Most polls are quiet: nothing is admitted, only the poll, its receipts, the
+condition state and the definition's cursor are recorded. :class:`QuietRuns` reads
+each definition's coming polls ahead (the same source reads the poller makes, at the
+same instants), judges them with the same pure functions
+(:func:`triggers.judge_poll`, through :func:`triggers.quiet_run`) and stops each
+definition before its first poll that acts (a fire, a completion) or that the batch
+does not cover (a polling budget, the schedule's end, a missed slot). Every poll
+before the earliest such instant, of every definition, is then written in one short
+transaction — the same rows, column for column, that the poller would have written
+one instant at a time (claimed, read and decided at its own instant, by the replay's
+poller) — after checking under the definitions' row locks that none changed since
+they were read. The instant that acts goes through the full path
+(:func:`._poller.poll_once`, admission, worker, outbox).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from watchkeeper.sources import SourceRegistry
+from watchkeeper.triggers import (
+    USER_BINDING_ID,
+    ConditionState,
+    ConditionTrigger,
+    DefinitionFacts,
+    Evaluation,
+    PollJudgement,
+    Spec,
+    StoredCondition,
+    evaluate,
+    judge_poll,
+)
+
+from ..store._db import Database
+from ..store._specs import spec_from_row
+from ._poll_decide import Claim, PollEvent, poll_event, poll_write_args
+from ._poller import READ_TIMEOUT, claim_args, read_subject
+from ._tick import DueDefinition
+
+__all__ = ["QuietBatch", "QuietRuns"]
+
+LOOKAHEAD = 4096
+"""Polls of one definition judged ahead per batch, at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuietBatch:
+    """A written batch: its events (by instant, then definition) and its last instant."""
+
+    events: list[PollEvent]
+    last: datetime
+
+
+@dataclass
+class _Definition:
+    """A definition as loaded for a batch, and what was judged of it."""
+
+    row: Any
+    spec: Spec
+    item: DueDefinition
+    trigger: ConditionTrigger
+    polls: list[tuple[Claim, datetime, Evaluation, PollJudgement]] = field(default_factory=list)
+    next_due: dict[datetime, datetime] = field(default_factory=dict)  # poll -> the next
+    stop: datetime | None = None  # the instant of its first poll not in the batch
+
+
+class QuietRuns:
+    """The quiet runs of one replay tenant's conditions (see the module docstring).
+
+    Args:
+        db: the store; sources: the replay's sources; tenant_id: the replay's tenant;
+        actor: the replay's poller (claimed_by).
+    """
+
+    def __init__(self, db: Database, sources: SourceRegistry, tenant_id: str, actor: str,
+                 *, read_timeout: float = READ_TIMEOUT) -> None:
+        self.db, self.sources, self.tenant_id, self.actor = db, sources, tenant_id, actor
+        self.read_timeout = read_timeout
+        self._ahead: dict[tuple[str, int, int], dict[datetime, Evaluation]] = {}
+
+    async def run(self, end: datetime) -> QuietBatch | None:
+        """Judge every active definition's polls due at or before ``end`` up to its first
+        poll that acts; write every poll before the earliest such instant; return them
+        (``None`` when the next poll instant acts, or the definitions changed meanwhile:
+        the full path decides it)."""
+        rows = await self.db.fetch("replay_conditions", self.tenant_id, USER_BINDING_ID)
+        definitions = [self._definition(row) for row in rows]
+        # the earliest instant that must go through the poller bounds every definition's
+        # run: a polling budget's next poll, then each run's own first poll that acts
+        horizon: datetime | None = None
+        for d in definitions:
+            at = d.row["next_due_at"]
+            if at is not None and at <= end and d.spec.limits.max_polls_per_period is not None:
+                d.stop = at
+                horizon = at if horizon is None else min(horizon, at)
+        for d in sorted(definitions, key=lambda d: d.row["next_due_at"] or end):
+            if d.spec.limits.max_polls_per_period is None:
+                await self._judge(d, end, horizon)
+                if d.stop is not None:
+                    horizon = d.stop if horizon is None else min(horizon, d.stop)
+        kept = [(d, [p for p in d.polls if horizon is None or p[1] < horizon])
+                for d in definitions]
+        kept = [(d, polls) for d, polls in kept if polls]
+        if not kept:
+            return None
+        try:
+            if not await self._write(kept):
+                return None
+        except _Conflict:
+            return None
+        events = sorted(((claim.slot.scheduled_for, claim.item.definition_id,
+                          poll_event(claim, evaluation, judgement.action, judgement.reason,
+                                     None)) for _, polls in kept
+                         for claim, _, evaluation, judgement in polls),
+                        key=lambda e: (e[0], e[1]))
+        return QuietBatch([e for _, _, e in events], events[-1][0])
+
+    def _definition(self, row: Any) -> _Definition:
+        spec: Spec = spec_from_row(row)
+        trigger = spec.trigger
+        assert isinstance(trigger, ConditionTrigger)
+        item = DueDefinition(row["tenant_id"], row["definition_id"], row["origin"],
+                             row["owner_user_id"], row["fence"], row["effective_revision"],
+                             row["spec_hash"], row["cursor_at"], row["slots_seen"], spec.compiled,
+                             None)
+        return _Definition(row, spec, item, trigger)
+
+    async def _judge(self, d: _Definition, end: datetime, horizon: datetime | None) -> None:
+        """Judge ``d``'s coming polls before ``horizon`` (and at or before ``end``) while
+        they are quiet (:func:`triggers.quiet_run`'s rule, one poll at a time so the
+        reads stop with it); set ``d.stop`` to the first poll not judged quiet, if it
+        comes before both."""
+        row, item, trigger, spec = d.row, d.item, d.trigger, d.spec
+        at: datetime | None = row["next_due_at"]
+        if at is None or at > end:
+            return
+        stored = None if row["condition_key"] is None else StoredCondition(
+            row["condition_key"], ConditionState(row["last_definite"], row["latched"],
+                                                 row["last_fired_at"]),
+            row["decided_through"])
+        facts = DefinitionFacts(row["status"], item.fence, item.revision)
+        cursor, seen = item.cursor_at, item.slots_seen
+        ahead = self._ahead.setdefault((item.definition_id, item.revision, item.fence), {})
+        for stale in [t for t in ahead if t < at]:
+            del ahead[stale]
+        while at is not None and at <= end and len(d.polls) < LOOKAHEAD and (
+                horizon is None or at < horizon):
+            d.stop = at
+            window = spec.window(cursor, at, seen)
+            slot = window.candidate
+            if window.count != 1 or slot is None or slot.scheduled_for != at or window.ended:
+                return
+            evaluation = ahead.get(at)
+            if evaluation is None:
+                evaluation = ahead[at] = await self._evaluate(trigger, at)
+            judgement = judge_poll(current=facts, claimed_fence=item.fence,
+                                   claimed_revision=item.revision, stored=stored,
+                                   condition_key=trigger.condition_key, mode=trigger.mode,
+                                   cooldown=trigger.cooldown, slot_at=at, read_at=at,
+                                   evaluation=evaluation)
+            if not judgement.quiet or judgement.state is None:
+                return
+            d.polls.append((Claim(item, trigger, slot, 0), at, evaluation, judgement))
+            stored = StoredCondition(trigger.condition_key, judgement.state, at)
+            cursor, seen = at, seen + 1
+            assert window.next_slot is not None
+            d.next_due[cursor] = at = window.next_slot.scheduled_for
+        d.stop = at if at is not None and at <= end and (horizon is None or at < horizon) \
+            else None
+
+    async def _evaluate(self, trigger: ConditionTrigger, at: datetime) -> Evaluation:
+        """Read the trigger's subjects at ``at`` as the poller would and evaluate."""
+        ref = trigger.source
+        seen = {subject: await read_subject(ref.name, ref.version, subject, self.sources, at,
+                                            self.read_timeout)
+                for subject in trigger.subjects}
+        return evaluate(trigger.predicate, seen, at)
+
+    async def _write(self, kept: Sequence[tuple[_Definition, Sequence[Any]]]) -> bool:
+        """Write the batch in one transaction, if no definition changed since it was
+        read (else nothing is written and ``False`` returned)."""
+        polls, claimed_at, advances, advanced_at, records, states, states_at = \
+            [], [], [], [], [], [], []
+        for d, judged in kept:
+            item = d.item
+            for claim, at, evaluation, judgement in judged:
+                slot = claim.slot
+                polls.append((item.tenant_id, item.definition_id, USER_BINDING_ID, slot.key,
+                              slot.scheduled_for, item.revision, item.fence,
+                              d.trigger.condition_key, 0, "decided", evaluation.verdict.value,
+                              judgement.action, judgement.reason[:2000], at, at))
+                claimed_at.append(at)
+                records.append((claim, at, evaluation, judgement.action, judgement.reason, None))
+            last_claim, last_at, _, last = judged[-1]
+            advances.append((item.tenant_id, item.definition_id, last_at,
+                             item.slots_seen + len(judged), d.next_due[last_at], "active"))
+            advanced_at.append(last_at)
+            assert last.state is not None
+            states.append((last_claim, last.state, last_at))
+            states_at.append(last_at)
+        async with self.db.transaction() as tx:
+            locked = await tx.fetch("definitions_lock_batch_wait",
+                                    [d.item.tenant_id for d, _ in kept],
+                                    [d.item.definition_id for d, _ in kept])
+            now = {r["definition_id"]: r for r in locked}
+            for d, _ in kept:
+                row = now.get(d.item.definition_id)
+                if row is None or (row["fence"], row["effective_revision"], row["cursor_at"],
+                                   row["status"]) != (d.item.fence, d.item.revision,
+                                                      d.item.cursor_at, "active"):
+                    return False  # changed meanwhile: the full path decides
+            first = claimed_at[0]
+            inserted = await tx.fetch("condition_polls_claim", *claim_args(
+                polls, advances, [], first, self.actor, claimed_at=claimed_at,
+                advanced_at=advanced_at))
+            if len(inserted) != len(polls):
+                raise _Conflict  # a slot polled already: roll back, the full path decides
+            await tx.execute("condition_polls_decide", *poll_write_args(
+                first, [], records, states, [], states_at=states_at))
+        return True
+
+
+class _Conflict(Exception):
+    """A batch's poll slot exists already (rolled back)."""
