@@ -41,7 +41,7 @@ from ..store._db import Database
 from ..store._specs import spec_from_row
 from ._poll_decide import Claim, PollEvent, poll_event, poll_write_args
 from ._poller import READ_TIMEOUT, claim_args, read_subject
-from ._tick import DueDefinition
+from ._tick import DueDefinition, gc_paused
 
 __all__ = ["QuietBatch", "QuietRuns"]
 
@@ -51,10 +51,12 @@ LOOKAHEAD = 4096
 
 @dataclass(frozen=True, slots=True)
 class QuietBatch:
-    """A written batch: its events (by instant, then definition) and its last instant."""
+    """A written batch: its events (by instant, then definition), its last instant, and
+    the instant of the first poll after it that acts (``None``: none before the end)."""
 
     events: list[PollEvent]
     last: datetime
+    acts_at: datetime | None
 
 
 @dataclass
@@ -114,12 +116,15 @@ class QuietRuns:
                 return None
         except _Conflict:
             return None
-        events = sorted(((claim.slot.scheduled_for, claim.item.definition_id,
-                          poll_event(claim, evaluation, judgement.action, judgement.reason,
-                                     None)) for _, polls in kept
-                         for claim, _, evaluation, judgement in polls),
-                        key=lambda e: (e[0], e[1]))
-        return QuietBatch([e for _, _, e in events], events[-1][0])
+        with gc_paused():
+            events = sorted(((claim.slot.scheduled_for, claim.item.definition_id,
+                              poll_event(claim, evaluation, judgement.action, judgement.reason,
+                                         None)) for _, polls in kept
+                             for claim, _, evaluation, judgement in polls),
+                            key=lambda e: (e[0], e[1]))
+        acts = [d.stop for d in definitions if d.stop is not None and d.stop == horizon
+                and not (len(d.polls) >= LOOKAHEAD and d.polls[-1][1] < horizon)]
+        return QuietBatch([e for _, _, e in events], events[-1][0], acts[0] if acts else None)
 
     def _definition(self, row: Any) -> _Definition:
         spec: Spec = spec_from_row(row)
@@ -185,6 +190,35 @@ class QuietRuns:
     async def _write(self, kept: Sequence[tuple[_Definition, Sequence[Any]]]) -> bool:
         """Write the batch in one transaction, if no definition changed since it was
         read (else nothing is written and ``False`` returned)."""
+        with gc_paused():
+            args = self._rows(kept)
+        polls, claimed_at, advances, advanced_at, records, states, states_at = args
+        async with self.db.transaction() as tx:
+            locked = await tx.fetch("definitions_lock_batch_wait",
+                                    [d.item.tenant_id for d, _ in kept],
+                                    [d.item.definition_id for d, _ in kept])
+            now = {r["definition_id"]: r for r in locked}
+            for d, _ in kept:
+                row = now.get(d.item.definition_id)
+                if row is None or (row["fence"], row["effective_revision"], row["cursor_at"],
+                                   row["status"]) != (d.item.fence, d.item.revision,
+                                                      d.item.cursor_at, "active"):
+                    return False  # changed meanwhile: the full path decides
+            first = claimed_at[0]
+            with gc_paused():
+                claim = claim_args(polls, advances, [], first, self.actor,
+                                   claimed_at=claimed_at, advanced_at=advanced_at)
+                decide = poll_write_args(first, [], records, states, [], states_at=states_at)
+            inserted = await tx.fetch("condition_polls_claim", *claim)
+            if len(inserted) != len(polls):
+                raise _Conflict  # a slot polled already: roll back, the full path decides
+            await tx.execute("condition_polls_decide", *decide)
+        return True
+
+    @staticmethod
+    def _rows(kept: Sequence[tuple[_Definition, Sequence[Any]]]) -> tuple[list[Any], ...]:
+        """The batch's poll rows (each claimed at its instant), advances, receipts and
+        final states (each at its definition's last instant)."""
         polls, claimed_at, advances, advanced_at, records, states, states_at = \
             [], [], [], [], [], [], []
         for d, judged in kept:
@@ -204,26 +238,7 @@ class QuietRuns:
             assert last.state is not None
             states.append((last_claim, last.state, last_at))
             states_at.append(last_at)
-        async with self.db.transaction() as tx:
-            locked = await tx.fetch("definitions_lock_batch_wait",
-                                    [d.item.tenant_id for d, _ in kept],
-                                    [d.item.definition_id for d, _ in kept])
-            now = {r["definition_id"]: r for r in locked}
-            for d, _ in kept:
-                row = now.get(d.item.definition_id)
-                if row is None or (row["fence"], row["effective_revision"], row["cursor_at"],
-                                   row["status"]) != (d.item.fence, d.item.revision,
-                                                      d.item.cursor_at, "active"):
-                    return False  # changed meanwhile: the full path decides
-            first = claimed_at[0]
-            inserted = await tx.fetch("condition_polls_claim", *claim_args(
-                polls, advances, [], first, self.actor, claimed_at=claimed_at,
-                advanced_at=advanced_at))
-            if len(inserted) != len(polls):
-                raise _Conflict  # a slot polled already: roll back, the full path decides
-            await tx.execute("condition_polls_decide", *poll_write_args(
-                first, [], records, states, [], states_at=states_at))
-        return True
+        return polls, claimed_at, advances, advanced_at, records, states, states_at
 
 
 class _Conflict(Exception):

@@ -327,12 +327,15 @@ async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
                                  {"log": LogChannel(), "file": FileChannel(home / "notices")},
                                  clock, f"{tenant}/outbox")
     quiet = QuietRuns(db, sources, tenant, f"{tenant}/poller") if batched else None
+    acts_at: datetime | None = None  # the last batch ended before a poll that acts, then
     while (due := await db.fetchval("replay_next_poll", tenant)) is not None and due <= end:
-        if quiet is not None and not (work or notices) and clock.now() <= due:
+        if quiet is not None and not (work or notices) and clock.now() <= due \
+                and due != acts_at:
             # every poll before the first that acts, decided in memory and written as one
             # batch: the same rows and lines as the poller's, one instant at a time
             batch = await quiet.run(end)
             if batch is not None:
+                acts_at = batch.acts_at
                 clock.set_wall(max(batch.last, clock.now()))
                 for event in batch.events:
                     _count(summary, event)
