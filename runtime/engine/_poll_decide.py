@@ -263,14 +263,12 @@ Record = tuple[Claim, datetime, Evaluation, str, str, "int | None"]
 
 def poll_write_args(now: datetime, decisions: Sequence[Record], receipts: Sequence[Record],
                     states: Sequence[tuple[Claim, ConditionState, datetime]],
-                    completed: Sequence[tuple[str, str]], *,
-                    states_at: Sequence[datetime] = ()) -> list[Any]:
+                    completed: Sequence[tuple[str, str]]) -> list[Any]:
     """The parameters of ``condition_polls_decide``: the receipts of ``receipts`` (one
     per subject; a subject compared twice: its first verdict; an observation object
     shared by several polls is sent once), the condition states
     ``(claim, state, decided_through)``, the definitions to complete, and the decisions
-    of ``decisions`` (polls still ``reading``), at ``now`` (each state at its own instant
-    of ``states_at`` when given)."""
+    of ``decisions`` (polls still ``reading``), at ``now``."""
     receipt_rows: list[tuple[Any, ...]] = []
     observed: dict[int, int] = {}  # id(observation) -> its ordinal (1-based)
     observation_rows: list[tuple[Any, ...]] = []
@@ -298,7 +296,7 @@ def poll_write_args(now: datetime, decisions: Sequence[Record], receipts: Sequen
                  for c, read_at, e, action, reason, task_id in decisions]
     observations = _columns(observation_rows, 11)
     return [now, *_columns(receipt_rows, 6), *observations[:10], *_columns(state_rows, 9),
-            *_columns(completed, 2), *_columns(poll_rows, 9), observations[10], list(states_at)]
+            *_columns(completed, 2), *_columns(poll_rows, 9), observations[10]]
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

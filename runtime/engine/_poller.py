@@ -253,19 +253,15 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
 
 
 def claim_args(polls: Sequence[tuple[Any, ...]], advances: Sequence[tuple[Any, ...]],
-               charges: Sequence[tuple[Any, ...]], now: datetime, actor: str, *,
-               claimed_at: Sequence[datetime] = (),
-               advanced_at: Sequence[datetime] = ()) -> list[Any]:
+               charges: Sequence[tuple[Any, ...]], now: datetime, actor: str) -> list[Any]:
     """The parameters of ``condition_polls_claim``: the poll rows (tenant, definition,
     binding, slot, scheduled_for, revision, fence, condition_key, superseded, status,
     verdict, action, reason, decided_at, read_at), the definitions' advances (tenant,
     definition, cursor_at, slots_seen, next_due_at, status) and the budget charges
     (tenant, definition, binding, slot, period start, period end, limit), at ``now`` by
-    ``actor``; or, given ``claimed_at`` and ``advanced_at`` (one per poll, one per
-    advance), each at its own instant."""
+    ``actor``."""
     p = _columns(polls, 15)
-    return [*p[:9], now, actor, *p[9:], *_columns(advances, 6), now, *_columns(charges, 7),
-            list(claimed_at), list(advanced_at)]
+    return [*p[:9], now, actor, *p[9:], *_columns(advances, 6), now, *_columns(charges, 7)]
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

@@ -37,10 +37,10 @@ from watchkeeper.triggers import (
     judge_poll,
 )
 
-from ..store._db import Database
+from ..store._db import Database, StoreError
 from ..store._specs import spec_from_row
-from ._poll_decide import Claim, PollEvent, poll_event, poll_write_args
-from ._poller import READ_TIMEOUT, claim_args, read_subject
+from ._poll_decide import Claim, PollEvent, poll_event
+from ._poller import READ_TIMEOUT, read_subject
 from ._tick import DueDefinition, gc_paused
 
 __all__ = ["QuietBatch", "QuietRuns"]
@@ -188,11 +188,11 @@ class QuietRuns:
         return evaluate(trigger.predicate, seen, at)
 
     async def _write(self, kept: Sequence[tuple[_Definition, Sequence[Any]]]) -> bool:
-        """Write the batch in one transaction, if no definition changed since it was
-        read (else nothing is written and ``False`` returned)."""
+        """Write the batch in one transaction (the polls and receipts COPYed into the
+        session's staging tables, then ``quiet_polls_write``), if no definition changed
+        since it was read (else nothing is written and ``False`` returned)."""
         with gc_paused():
-            args = self._rows(kept)
-        polls, claimed_at, advances, advanced_at, records, states, states_at = args
+            polls, receipts, definitions = self._rows(kept)
         async with self.db.transaction() as tx:
             locked = await tx.fetch("definitions_lock_batch_wait",
                                     [d.item.tenant_id for d, _ in kept],
@@ -204,41 +204,68 @@ class QuietRuns:
                                    row["status"]) != (d.item.fence, d.item.revision,
                                                       d.item.cursor_at, "active"):
                     return False  # changed meanwhile: the full path decides
-            first = claimed_at[0]
-            with gc_paused():
-                claim = claim_args(polls, advances, [], first, self.actor,
-                                   claimed_at=claimed_at, advanced_at=advanced_at)
-                decide = poll_write_args(first, [], records, states, [], states_at=states_at)
-            inserted = await tx.fetch("condition_polls_claim", *claim)
-            if len(inserted) != len(polls):
-                raise _Conflict  # a slot polled already: roll back, the full path decides
-            await tx.execute("condition_polls_decide", *decide)
+            await tx.stage("wk_stage_polls", POLL_COLUMNS, polls)
+            await tx.stage("wk_stage_receipts", RECEIPT_COLUMNS, receipts)
+            try:
+                await tx.fetchval("quiet_polls_write", *_columns(definitions, 11))
+            except StoreError as exc:  # a slot polled already: the full path decides it
+                raise _Conflict from exc
         return True
 
-    @staticmethod
-    def _rows(kept: Sequence[tuple[_Definition, Sequence[Any]]]) -> tuple[list[Any], ...]:
-        """The batch's poll rows (each claimed at its instant), advances, receipts and
-        final states (each at its definition's last instant)."""
-        polls, claimed_at, advances, advanced_at, records, states, states_at = \
-            [], [], [], [], [], [], []
+    def _rows(self, kept: Sequence[tuple[_Definition, Sequence[Any]]]
+              ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The batch's decided polls (:data:`POLL_COLUMNS`, each claimed, read and decided
+        at its own instant), their receipts (:data:`RECEIPT_COLUMNS`) and each
+        definition's advance and final state (``quiet_polls_write``'s arrays)."""
+        polls: list[tuple[Any, ...]] = []
+        receipts: list[tuple[Any, ...]] = []
+        definitions: list[tuple[Any, ...]] = []
         for d, judged in kept:
             item = d.item
+            tenant, ident, key = item.tenant_id, item.definition_id, d.trigger.condition_key
             for claim, at, evaluation, judgement in judged:
                 slot = claim.slot
-                polls.append((item.tenant_id, item.definition_id, USER_BINDING_ID, slot.key,
-                              slot.scheduled_for, item.revision, item.fence,
-                              d.trigger.condition_key, 0, "decided", evaluation.verdict.value,
-                              judgement.action, judgement.reason[:2000], at, at))
-                claimed_at.append(at)
-                records.append((claim, at, evaluation, judgement.action, judgement.reason, None))
-            last_claim, last_at, _, last = judged[-1]
-            advances.append((item.tenant_id, item.definition_id, last_at,
-                             item.slots_seen + len(judged), d.next_due[last_at], "active"))
-            advanced_at.append(last_at)
+                polls.append((tenant, ident, USER_BINDING_ID, slot.key, slot.scheduled_for,
+                              item.revision, item.fence, key, 0, at, self.actor, "decided", at,
+                              evaluation.verdict.value, judgement.action,
+                              judgement.reason[:2000], at))
+                seen: dict[str, Any] = {}
+                for leaf in evaluation.leaves:  # one receipt per subject: its first verdict
+                    if leaf.observation is not None:
+                        seen.setdefault(leaf.comparison.subject, leaf)
+                for leaf in seen.values():
+                    o = leaf.observation
+                    receipts.append((tenant, ident, USER_BINDING_ID, slot.key, o.subject,
+                                     o.source, o.source_version, o.observation_id, o.value,
+                                     o.unit, o.currency, o.as_of, o.fetched_at, o.status.value,
+                                     o.detail, leaf.verdict.value))
+            _, last_at, _, last = judged[-1]
             assert last.state is not None
-            states.append((last_claim, last.state, last_at))
-            states_at.append(last_at)
-        return polls, claimed_at, advances, advanced_at, records, states, states_at
+            state = last.state
+            definitions.append((tenant, ident, last_at, item.slots_seen + len(judged),
+                                d.next_due[last_at], USER_BINDING_ID, key, item.revision,
+                                state.last_definite, state.latched, state.last_fired_at))
+        return polls, receipts, definitions
+
+
+POLL_COLUMNS = (
+    "tenant_id", "definition_id", "binding_id", "slot", "scheduled_for", "revision", "fence",
+    "condition_key", "superseded", "claimed_at", "claimed_by", "status", "read_at", "verdict",
+    "action", "reason", "decided_at",
+)
+"""The columns of ``wk_stage_polls`` (a decided ``condition_polls`` row)."""
+RECEIPT_COLUMNS = (
+    "tenant_id", "definition_id", "binding_id", "slot", "subject", "source", "source_version",
+    "observation_id", "value", "unit", "currency", "as_of", "fetched_at", "status", "detail",
+    "verdict",
+)
+"""The columns of ``wk_stage_receipts`` (an ``observation_receipts`` row)."""
+
+
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 class _Conflict(Exception):

@@ -105,7 +105,8 @@ ORDER BY o.n;
 -- never shared between sessions. wk_stage_admission: a tick batch (admission_write: one
 -- row per candidate occurrence, the cursor columns on a plan's first row, a plan
 -- without candidates as a row without a slot). wk_stage_tasks: the tasks a condition's
--- fire or a review's approval admits.
+-- fire or a review's approval admits. wk_stage_polls, wk_stage_receipts: a replay's
+-- quiet polls, decided, and their receipts (quiet_polls_write).
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_admission (
     n integer, tenant_id text, definition_id text, binding_id text, slot text, kind text,
     definition_tenant_id text, revision integer, scheduled_for timestamptz,
@@ -123,6 +124,17 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     late_policy text, scheduled_for timestamptz, not_before timestamptz,
     expires_at timestamptz, deadline_seconds double precision, max_attempts integer,
     held_behind bigint
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_polls (
+    tenant_id text, definition_id text, binding_id text, slot text, scheduled_for timestamptz,
+    revision integer, fence bigint, condition_key text, superseded integer,
+    claimed_at timestamptz, claimed_by text, status text, read_at timestamptz, verdict text,
+    action text, reason text, decided_at timestamptz
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_receipts (
+    tenant_id text, definition_id text, binding_id text, slot text, subject text, source text,
+    source_version text, observation_id text, value numeric, unit text, currency text,
+    as_of timestamptz, fetched_at timestamptz, status text, detail text, verdict text
 ) ON COMMIT DELETE ROWS;
 
 -- name: admission_planner
@@ -1157,37 +1169,34 @@ FOR UPDATE OF d SKIP LOCKED;
 -- already loses, silently), advance every locked definition to its next poll, and
 -- charge the polling budget of each poll actually claimed (every poll is charged,
 -- whatever it will return; one over budget is inserted decided 'denied_poll_budget'
--- and charged nothing). A poll may be inserted decided already ($13 'decided', with its
--- verdict, action, reason, read_at and decided_at): a replay's quiet polls, each claimed
--- at its own instant ($32, else $10) and each definition advanced at its own ($33, else
--- $24). Returns the (tenant, definition, slot) of each poll claimed.
+-- and charged nothing): such a poll is inserted decided ($13 'decided', with its
+-- verdict, action, reason, read_at and decided_at).
+-- Returns the (tenant, definition, slot) of each poll claimed.
 WITH claimed AS (
     INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
                                  revision, fence, condition_key, superseded, claimed_at,
                                  claimed_by, status, verdict, action, reason, decided_at,
                                  read_at)
     SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
-           p.fence, p.condition_key, p.superseded, coalesce(p.claimed_at, $10::timestamptz),
-           $11::text, p.status,
+           p.fence, p.condition_key, p.superseded, $10::timestamptz, $11::text, p.status,
            p.verdict, p.action, p.reason, p.decided_at, p.read_at
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::integer[], $7::bigint[], $8::text[], $9::integer[], $12::text[],
                 $13::text[], $14::text[], $15::text[], $16::timestamptz[],
-                $17::timestamptz[], $32::timestamptz[])
+                $17::timestamptz[])
          AS p (tenant_id, definition_id, binding_id, slot, scheduled_for, revision, fence,
                condition_key, superseded, status, verdict, action, reason, decided_at,
-               read_at, claimed_at)
+               read_at)
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, definition_id, slot
 ),
 advanced AS (
     UPDATE definitions d
     SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
-        status = a.status, updated_at = coalesce(a.updated_at, $24::timestamptz)
+        status = a.status, updated_at = $24::timestamptz
     FROM unnest($18::text[], $19::text[], $20::timestamptz[], $21::bigint[],
-                $22::timestamptz[], $23::text[], $33::timestamptz[])
-         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status,
-               updated_at)
+                $22::timestamptz[], $23::text[])
+         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
     WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
       AND d.definition_id = ANY($19::text[])  -- lets the planner use the primary key
 ),
@@ -1272,7 +1281,7 @@ WHERE s.definition_id = ANY($2::text[]);
 -- reading shared by many polls is sent once), the condition states (one per binding: the state the batch's poll of it
 -- left), the definitions that complete (a first_match that fired and was admitted, or a
 -- latched one a revision re-activated) and the decisions of the polls still 'reading'.
--- $1: now (decided_at, updated_at; a state with its own updated_at in $39 keeps it).
+-- $1: now (decided_at, updated_at).
 WITH receipts AS (
     INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
                                       source, source_version, observation_id, value, unit,
@@ -1294,14 +1303,9 @@ states AS (
     INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
                                       revision, last_definite, latched, last_fired_at,
                                       decided_through, updated_at)
-    SELECT k.tenant_id, k.definition_id, k.binding_id, k.condition_key, k.revision,
-           k.last_definite, k.latched, k.last_fired_at, k.decided_through,
-           coalesce(k.updated_at, $1::timestamptz)
+    SELECT k.*, $1::timestamptz
     FROM unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::integer[],
-                $23::boolean[], $24::boolean[], $25::timestamptz[], $26::timestamptz[],
-                $39::timestamptz[])
-         AS k (tenant_id, definition_id, binding_id, condition_key, revision, last_definite,
-               latched, last_fired_at, decided_through, updated_at)
+                $23::boolean[], $24::boolean[], $25::timestamptz[], $26::timestamptz[]) AS k
     ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
     SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
         last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
@@ -1404,6 +1408,51 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
   ON t.tenant_id = k.tenant_id AND t.definition_id = k.definition_id
  AND t.binding_id = k.binding_id AND t.slot = k.slot
 WHERE t.kind = $5 AND t.definition_id = ANY($2::text[]);
+
+-- name: quiet_polls_write
+-- A replay's quiet run (engine/_quiet.py), in one statement: the decided polls and their
+-- receipts COPYed into wk_stage_polls and wk_stage_receipts just before, each
+-- definition's advance to its next poll and its condition state, each at its own last
+-- poll instant. A poll slot that exists already is a conflict (the primary key): the
+-- statement fails and the batch is rolled back. Returns the polls inserted.
+WITH polls AS (
+    INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
+                                 revision, fence, condition_key, superseded, claimed_at,
+                                 claimed_by, status, read_at, verdict, action, reason,
+                                 decided_at)
+    SELECT * FROM wk_stage_polls
+    RETURNING 1
+),
+receipts AS (
+    INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
+                                      source, source_version, observation_id, value, unit,
+                                      currency, as_of, fetched_at, status, detail, verdict)
+    SELECT * FROM wk_stage_receipts
+),
+advanced AS (
+    UPDATE definitions d
+    SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
+        updated_at = a.cursor_at
+    FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at)
+    WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
+),
+states AS (
+    INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
+                                      revision, last_definite, latched, last_fired_at,
+                                      decided_through, updated_at)
+    SELECT k.*, k.decided_through
+    FROM unnest($1::text[], $2::text[], $6::text[], $7::text[], $8::integer[],
+                $9::boolean[], $10::boolean[], $11::timestamptz[], $3::timestamptz[])
+         AS k (tenant_id, definition_id, binding_id, condition_key, revision, last_definite,
+               latched, last_fired_at, decided_through)
+    ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
+    SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
+        last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
+        last_fired_at = EXCLUDED.last_fired_at, decided_through = EXCLUDED.decided_through,
+        updated_at = EXCLUDED.updated_at
+)
+SELECT count(*) FROM polls;
 
 -- name: replay_conditions
 -- A replay's active condition definitions with their effective spec and stored
