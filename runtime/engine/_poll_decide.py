@@ -58,6 +58,11 @@ __all__ = ["Claim", "PollEvent", "Polled", "decide_polls", "poll_event", "poll_w
 
 log = logging.getLogger("watchkeeper.conditions")
 
+PLAN_PER_BATCH = 50
+"""From this many polls a transaction plans its statements for its own keys
+(``admission_planner``); a smaller one keeps the cached plans (planning would cost more
+than it saves)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -194,7 +199,8 @@ async def _decide(tx: Connection, now: datetime, chunk: Sequence[Polled], actor:
                   registry: Registry) -> list[PollEvent]:
     """Lock, judge, admit the fires and write, inside ``tx``."""
     tenants, definitions, bindings, slots = _key_arrays(chunk)
-    await tx.execute("admission_planner")
+    if len(chunk) >= PLAN_PER_BATCH:
+        await tx.execute("admission_planner")  # plans for this batch's own keys
     polls = {(r["tenant_id"], r["definition_id"], r["slot"]): r
              for r in await tx.fetch("condition_polls_lock", tenants, definitions, bindings,
                                      slots)}

@@ -53,7 +53,7 @@ from watchkeeper.triggers import (
 from ..store._db import Connection, Database
 from ..store._specs import cached_spec, spec_from_json
 from ._clock import Clock
-from ._poll_decide import Claim, Polled, PollEvent, decide_polls
+from ._poll_decide import PLAN_PER_BATCH, Claim, Polled, PollEvent, decide_polls
 from ._registry import Registry
 from ._tick import DueDefinition
 
@@ -200,7 +200,8 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
         rows = await tx.fetch("conditions_due_lock", now, limit, tenant_id, source_names)
         if not rows:
             return claims, early
-        await tx.execute("admission_planner")  # custom plans for the batch's own keys
+        if len(rows) >= PLAN_PER_BATCH:
+            await tx.execute("admission_planner")  # plans for the batch's own keys
         specs = await _specs(tx, rows)
         advances: list[tuple[Any, ...]] = []
         due: list[tuple[DueDefinition, Spec, _Window]] = []
