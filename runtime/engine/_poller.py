@@ -11,11 +11,13 @@ One pass (:func:`poll_once`) has three steps (DESIGN "Conditions (three-valued)"
    locked definition to its next poll and consume the polling budget of each poll
    claimed — every poll does, whatever it will return. A poll over budget is recorded
    ``denied_poll_budget`` and reads nothing.
-2. **Read** (no transaction): one read per (source, subject) for the whole pass, at one
-   instant, shared by every definition that reads it; concurrently. The result carries
-   the revision and fence each poll was claimed under.
+2. **Read** (no transaction): one read per (source, subject, poll instant), shared by
+   every definition that reads it — in this pass, or in an earlier pass of the same
+   instant in this process; concurrently. The result carries the revision and fence
+   each poll was claimed under.
 3. **Decide** (one short transaction per chunk of :data:`DECIDE_CHUNK` polls,
-   set-based: :mod:`._poll_decide`): lock the polls, definitions and states, recheck
+   :data:`DECIDE_LANES` at once, set-based: :mod:`._poll_decide`): lock the polls and
+   definitions, read the states, recheck
    each poll's fence and revision (else ``fenced_out``), step the firstMatch/everyEdge
    machine (pure), run the fires through the same overrun and budget rules as any
    admission, and commit the receipts, condition states, occurrences and tasks
