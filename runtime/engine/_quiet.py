@@ -207,59 +207,56 @@ class QuietRuns:
             await tx.stage("wk_stage_polls", POLL_COLUMNS, polls)
             await tx.stage("wk_stage_receipts", RECEIPT_COLUMNS, receipts)
             try:
-                await tx.fetchval("quiet_polls_write", *_columns(definitions, 11))
+                await tx.fetchval("quiet_polls_write", self.tenant_id, USER_BINDING_ID,
+                                  self.actor, *_columns(definitions, 10))
             except StoreError as exc:  # a slot polled already: the full path decides it
                 raise _Conflict from exc
         return True
 
     def _rows(self, kept: Sequence[tuple[_Definition, Sequence[Any]]]
               ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """The batch's decided polls (:data:`POLL_COLUMNS`, each claimed, read and decided
-        at its own instant), their receipts (:data:`RECEIPT_COLUMNS`) and each
-        definition's advance and final state (``quiet_polls_write``'s arrays)."""
+        """The batch's decided polls (:data:`POLL_COLUMNS`), their receipts
+        (:data:`RECEIPT_COLUMNS`) and each definition's advance and final state
+        (``quiet_polls_write``'s arrays)."""
         polls: list[tuple[Any, ...]] = []
         receipts: list[tuple[Any, ...]] = []
         definitions: list[tuple[Any, ...]] = []
         for d, judged in kept:
             item = d.item
-            tenant, ident, key = item.tenant_id, item.definition_id, d.trigger.condition_key
+            ident = item.definition_id
             for claim, at, evaluation, judgement in judged:
-                slot = claim.slot
-                polls.append((tenant, ident, USER_BINDING_ID, slot.key, slot.scheduled_for,
-                              item.revision, item.fence, key, 0, at, self.actor, "decided", at,
-                              evaluation.verdict.value, judgement.action,
-                              judgement.reason[:2000], at))
+                slot = claim.slot  # claimed, read and decided at its own instant
+                polls.append((ident, slot.key, at, evaluation.verdict.value, judgement.action,
+                              judgement.reason[:2000]))
                 seen: dict[str, Any] = {}
                 for leaf in evaluation.leaves:  # one receipt per subject: its first verdict
                     if leaf.observation is not None:
                         seen.setdefault(leaf.comparison.subject, leaf)
                 for leaf in seen.values():
                     o = leaf.observation
-                    receipts.append((tenant, ident, USER_BINDING_ID, slot.key, o.subject,
-                                     o.source, o.source_version, o.observation_id, o.value,
-                                     o.unit, o.currency, o.as_of, o.fetched_at, o.status.value,
-                                     o.detail, leaf.verdict.value))
+                    receipts.append((ident, slot.key, o.subject, o.source, o.source_version,
+                                     o.observation_id, o.value, o.unit, o.currency, o.as_of,
+                                     o.fetched_at, o.status.value, o.detail,
+                                     leaf.verdict.value))
             _, last_at, _, last = judged[-1]
             assert last.state is not None
             state = last.state
-            definitions.append((tenant, ident, last_at, item.slots_seen + len(judged),
-                                d.next_due[last_at], USER_BINDING_ID, key, item.revision,
-                                state.last_definite, state.latched, state.last_fired_at))
+            definitions.append((ident, last_at, item.slots_seen + len(judged),
+                                d.next_due[last_at], d.trigger.condition_key, item.revision,
+                                item.fence, state.last_definite, state.latched,
+                                state.last_fired_at))
         return polls, receipts, definitions
 
 
-POLL_COLUMNS = (
-    "tenant_id", "definition_id", "binding_id", "slot", "scheduled_for", "revision", "fence",
-    "condition_key", "superseded", "claimed_at", "claimed_by", "status", "read_at", "verdict",
-    "action", "reason", "decided_at",
-)
-"""The columns of ``wk_stage_polls`` (a decided ``condition_polls`` row)."""
+POLL_COLUMNS = ("definition_id", "slot", "scheduled_for", "verdict", "action", "reason")
+"""The columns of ``wk_stage_polls``: a quiet poll, claimed, read and decided at its
+``scheduled_for`` (``quiet_polls_write`` adds the rest)."""
 RECEIPT_COLUMNS = (
-    "tenant_id", "definition_id", "binding_id", "slot", "subject", "source", "source_version",
-    "observation_id", "value", "unit", "currency", "as_of", "fetched_at", "status", "detail",
-    "verdict",
+    "definition_id", "slot", "subject", "source", "source_version", "observation_id", "value",
+    "unit", "currency", "as_of", "fetched_at", "status", "detail", "verdict",
 )
-"""The columns of ``wk_stage_receipts`` (an ``observation_receipts`` row)."""
+"""The columns of ``wk_stage_receipts`` (an ``observation_receipts`` row of the batch's
+tenant and binding)."""
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

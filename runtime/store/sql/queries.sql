@@ -126,15 +126,13 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     held_behind bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_polls (
-    tenant_id text, definition_id text, binding_id text, slot text, scheduled_for timestamptz,
-    revision integer, fence bigint, condition_key text, superseded integer,
-    claimed_at timestamptz, claimed_by text, status text, read_at timestamptz, verdict text,
-    action text, reason text, decided_at timestamptz
+    definition_id text, slot text, scheduled_for timestamptz, verdict text, action text,
+    reason text
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_receipts (
-    tenant_id text, definition_id text, binding_id text, slot text, subject text, source text,
-    source_version text, observation_id text, value numeric, unit text, currency text,
-    as_of timestamptz, fetched_at timestamptz, status text, detail text, verdict text
+    definition_id text, slot text, subject text, source text, source_version text,
+    observation_id text, value numeric, unit text, currency text, as_of timestamptz,
+    fetched_at timestamptz, status text, detail text, verdict text
 ) ON COMMIT DELETE ROWS;
 
 -- name: admission_planner
@@ -1410,42 +1408,54 @@ JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
 WHERE t.kind = $5 AND t.definition_id = ANY($2::text[]);
 
 -- name: quiet_polls_write
--- A replay's quiet run (engine/_quiet.py), in one statement: the decided polls and their
--- receipts COPYed into wk_stage_polls and wk_stage_receipts just before, each
--- definition's advance to its next poll and its condition state, each at its own last
--- poll instant. A poll slot that exists already is a conflict (the primary key): the
--- statement fails and the batch is rolled back. Returns the polls inserted.
-WITH polls AS (
+-- A replay's quiet run (engine/_quiet.py), in one statement: the decided polls of tenant
+-- $1 and their receipts (binding $2), COPYed into wk_stage_polls and wk_stage_receipts
+-- just before — each poll claimed, read and decided at its own instant by $3, under its
+-- definition's revision, fence and condition key (the per-definition arrays) — and each
+-- definition's advance to its next poll and its condition state, at its last poll. A
+-- poll slot that exists already is a conflict (the primary key): the statement fails
+-- and the batch is rolled back. Returns the polls inserted.
+WITH defs AS (
+    SELECT * FROM unnest($4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[],
+                         $8::text[], $9::integer[], $10::bigint[], $11::boolean[],
+                         $12::boolean[], $13::timestamptz[])
+         AS a (definition_id, cursor_at, slots_seen, next_due_at, condition_key, revision,
+               fence, last_definite, latched, last_fired_at)
+),
+polls AS (
     INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
                                  revision, fence, condition_key, superseded, claimed_at,
                                  claimed_by, status, read_at, verdict, action, reason,
                                  decided_at)
-    SELECT * FROM wk_stage_polls
+    SELECT $1::text, p.definition_id, $2::text, p.slot, p.scheduled_for, d.revision, d.fence,
+           d.condition_key, 0, p.scheduled_for, $3::text, 'decided', p.scheduled_for,
+           p.verdict, p.action, p.reason, p.scheduled_for
+    FROM wk_stage_polls p JOIN defs d USING (definition_id)
     RETURNING 1
 ),
 receipts AS (
     INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
                                       source, source_version, observation_id, value, unit,
                                       currency, as_of, fetched_at, status, detail, verdict)
-    SELECT * FROM wk_stage_receipts
+    SELECT $1::text, r.definition_id, $2::text, r.slot, r.subject, r.source, r.source_version,
+           r.observation_id, r.value, r.unit, r.currency, r.as_of, r.fetched_at, r.status,
+           r.detail, r.verdict
+    FROM wk_stage_receipts r
 ),
 advanced AS (
     UPDATE definitions d
     SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
         updated_at = a.cursor_at
-    FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
-         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at)
-    WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
+    FROM defs a
+    WHERE d.tenant_id = $1 AND d.definition_id = a.definition_id
 ),
 states AS (
     INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
                                       revision, last_definite, latched, last_fired_at,
                                       decided_through, updated_at)
-    SELECT k.*, k.decided_through
-    FROM unnest($1::text[], $2::text[], $6::text[], $7::text[], $8::integer[],
-                $9::boolean[], $10::boolean[], $11::timestamptz[], $3::timestamptz[])
-         AS k (tenant_id, definition_id, binding_id, condition_key, revision, last_definite,
-               latched, last_fired_at, decided_through)
+    SELECT $1::text, a.definition_id, $2::text, a.condition_key, a.revision, a.last_definite,
+           a.latched, a.last_fired_at, a.cursor_at, a.cursor_at
+    FROM defs a
     ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
     SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
         last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
