@@ -403,6 +403,12 @@ async def read_subject(name: str, version: str, subject: str, sources: SourceReg
         f"source {name} returned {problem}"[:2000])
 
 
+_TEXT_FIELDS = (("unit", 256, False), ("currency", 256, False), ("observation_id", 1024, True),
+                ("subject", 256, True), ("source", 256, True), ("source_version", 256, True),
+                ("detail", 2000, True))
+"""An observation's text fields: name, most characters, whether it may not be None."""
+
+
 def unsound(observation: Any) -> str | None:
     """Why a source's answer cannot be used as an observation (stored and compared),
     or ``None``: not an Observation, a value that is not a finite Decimal in range, an
@@ -418,12 +424,10 @@ def unsound(observation: Any) -> str | None:
             continue
         if not isinstance(instant, datetime) or instant.utcoffset() is None:
             return f"{name} {instant!r}: not an aware datetime"
-    required = ("observation_id", "subject", "source", "source_version", "detail")
-    for name in ("unit", "currency", *required):
+    for name, limit, required in _TEXT_FIELDS:
         text = getattr(observation, name)
-        if text is None and name not in required:
+        if text is None and not required:
             continue
-        limit = {"detail": 2000, "observation_id": 1024}.get(name, 256)
         if not isinstance(text, str) or len(text) > limit or "\x00" in text:
             return f"{name}: not a string of at most {limit} characters without NUL"
     if not isinstance(observation.status, ObservationStatus):
