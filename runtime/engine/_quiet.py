@@ -5,7 +5,8 @@ in memory. Most polls are quiet: nothing is admitted, only the poll, its receipt
 condition state and the definition's cursor are recorded. :class:`QuietRuns` reads
 each definition's coming polls ahead (the same source reads the poller makes, at the
 same instants), judges them with the same pure functions
-(:func:`triggers.judge_poll`, through :func:`triggers.quiet_run`) and stops each
+(:func:`triggers.quiet_run`, which judges each poll as :func:`triggers.judge_poll`
+does) and stops each
 definition before its first poll that acts (a fire, a completion) or that the batch
 does not cover (a polling budget, the schedule's end, a missed slot). Every poll
 before the earliest such instant, of every definition, is then written in one short
@@ -34,7 +35,7 @@ from watchkeeper.triggers import (
     Spec,
     StoredCondition,
     evaluate,
-    judge_poll,
+    quiet_run,
 )
 
 from ..store._db import Database, StoreError
@@ -47,6 +48,8 @@ __all__ = ["QuietBatch", "QuietRuns"]
 
 LOOKAHEAD = 4096
 """Polls of one definition judged ahead per batch, at most."""
+BLOCK = 256
+"""Polls of one definition read and judged together."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +141,10 @@ class QuietRuns:
 
     async def _judge(self, d: _Definition, end: datetime, horizon: datetime | None) -> None:
         """Judge ``d``'s coming polls before ``horizon`` (and at or before ``end``) while
-        they are quiet (:func:`triggers.quiet_run`'s rule, one poll at a time so the
-        reads stop with it); set ``d.stop`` to the first poll not judged quiet, if it
-        comes before both."""
+        they are quiet, a block of :data:`BLOCK` polls at a time: read (or take from the
+        readings kept since an earlier batch) and evaluate each, then
+        :func:`triggers.quiet_run`. Set ``d.stop`` to the first poll not judged quiet, if
+        it comes before both."""
         row, item, trigger, spec = d.row, d.item, d.trigger, d.spec
         at: datetime | None = row["next_due_at"]
         if at is None or at > end:
@@ -156,26 +160,38 @@ class QuietRuns:
             del ahead[stale]
         while at is not None and at <= end and len(d.polls) < LOOKAHEAD and (
                 horizon is None or at < horizon):
-            d.stop = at
-            window = spec.window(cursor, at, seen)
-            slot = window.candidate
-            if window.count != 1 or slot is None or slot.scheduled_for != at or window.ended:
+            block: list[tuple[datetime, datetime, Evaluation]] = []
+            slots, nexts = [], []
+            blocked = False  # a poll the batch does not cover (a missed slot, the end)
+            while at is not None and at <= end and len(block) < BLOCK and (
+                    len(d.polls) + len(block) < LOOKAHEAD) and (horizon is None or at < horizon):
+                window = spec.window(cursor, at, seen)
+                slot = window.candidate
+                if window.count != 1 or slot is None or slot.scheduled_for != at \
+                        or window.next_slot is None:
+                    blocked = True
+                    break
+                evaluation = ahead.get(at)
+                if evaluation is None:
+                    evaluation = ahead[at] = await self._evaluate(trigger, at)
+                block.append((at, at, evaluation))
+                slots.append(slot)
+                cursor, seen = at, seen + 1
+                at = window.next_slot.scheduled_for
+                nexts.append(at)
+            judged, stored = quiet_run(stored, condition_key=trigger.condition_key,
+                                       mode=trigger.mode, cooldown=trigger.cooldown,
+                                       definition=facts, polls=block)
+            for (poll_at, _, evaluation), slot, following, judgement in zip(
+                    block, slots, nexts, judged, strict=False):
+                d.polls.append((Claim(item, trigger, slot, 0), poll_at, evaluation, judgement))
+                d.next_due[poll_at] = following
+            if len(judged) < len(block):  # this one acts
+                d.stop = block[len(judged)][0]
                 return
-            evaluation = ahead.get(at)
-            if evaluation is None:
-                evaluation = ahead[at] = await self._evaluate(trigger, at)
-            judgement = judge_poll(current=facts, claimed_fence=item.fence,
-                                   claimed_revision=item.revision, stored=stored,
-                                   condition_key=trigger.condition_key, mode=trigger.mode,
-                                   cooldown=trigger.cooldown, slot_at=at, read_at=at,
-                                   evaluation=evaluation)
-            if not judgement.quiet or judgement.state is None:
+            if blocked:
+                d.stop = at
                 return
-            d.polls.append((Claim(item, trigger, slot, 0), at, evaluation, judgement))
-            stored = StoredCondition(trigger.condition_key, judgement.state, at)
-            cursor, seen = at, seen + 1
-            assert window.next_slot is not None
-            d.next_due[cursor] = at = window.next_slot.scheduled_for
         d.stop = at if at is not None and at <= end and (horizon is None or at < horizon) \
             else None
 
