@@ -24,9 +24,24 @@ One process runs ``watchkeeper.runtime.engine._poller.poll_once`` (limit 200 def
 16 reads in flight) until a pass claims nothing; reported: wall seconds from due until
 every poll is decided, polls/s and tasks admitted/s, checked against the database.
 
+Part 3 (PostgreSQL, issue 17 item 4): conditions at scale. 100,000 condition
+definitions (``--scale``) over 1,000 subjects (``--subjects``) of one source, all polled
+every minute: definition n reads subject ``S<n mod 1000>`` against one of 10 thresholds
+(10,000 distinct specs, each shared by 10 definitions), written by the bulk seed (COPY,
+checked column by column against propose + confirm on a sample). Round 0 (every reading
+false; the first poll, which parses each spec once) warms the caches; round 1, a
+minute later, every reading is false again: quiet polls (each a claim, a shared read,
+a decision, a receipt, a state); round 2, a minute later, every reading is true: every
+poll is a false -> true edge that admits a task (occurrence, task with the
+observations, state). Each round: one poller process (``poll_once`` with
+``--poll-limit`` definitions a pass) until a pass claims nothing. Reported: polls/s and
+admitted/s, source reads per round (one per subject and poll instant), checked against
+the database, and the targets (5,000 quiet polls/s, 1,000 admitted polls/s) met or not.
+
 Usage::
 
-    .venv/bin/python bench/conditions.py [--definitions 10000] [--dsn DSN]
+    .venv/bin/python bench/conditions.py [--definitions 10000] [--scale 100000]
+        [--subjects 1000] [--poll-limit 2000] [--skip-part2] [--dsn DSN]
 
 The DSN defaults to ``DATABASE_URL``; without either, an embedded PostgreSQL is
 started in a temporary home. The database created is ``bench_<uuid>`` and is dropped
@@ -37,6 +52,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import os
 import random
 import shutil
@@ -56,6 +73,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from watchkeeper.runtime.engine._clock import FakeClock  # noqa: E402
 from watchkeeper.runtime.engine._poller import poll_once  # noqa: E402
@@ -168,11 +186,11 @@ async def seed(db: Database, clock: FakeClock, count: int) -> float:
 
 
 async def poll_round(db: Database, clock: FakeClock, sources: SourceRegistry,
-                     count: int) -> tuple[float, int, dict[str, int]]:
+                     count: int, limit: int = 200) -> tuple[float, int, dict[str, int]]:
     started = time.perf_counter()
     polls, actions = 0, {}
     while True:
-        report = await poll_once(db, clock, sources, actor="bench", limit=200, concurrency=16)
+        report = await poll_once(db, clock, sources, actor="bench", limit=limit, concurrency=16)
         if not report.claimed:
             break
         for event in report.events:
@@ -214,6 +232,152 @@ async def part2(server: str, count: int) -> list[str]:
         await admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# ---------------------------------------------------------------- part 3
+
+
+SCALE_THRESHOLDS = 10
+QUIET_TARGET, ADMITTED_TARGET = 5000, 1000
+
+
+def scale_spec(subject: int, level: int) -> dict[str, Any]:
+    """The spec of a definition over ``S<subject>``: true below 10 + level USD/share."""
+    return {"version": 1, "title": "bench", "delivery": [],
+            "trigger": {"type": "condition", "mode": "every_edge",
+                        "source": {"name": "bench", "version": "1"}, "poll_every": "PT1M",
+                        "predicate": {"subject": f"S{subject:04d}", "op": "<=",
+                                      "threshold": f"{10 + level} USD/share"}}}
+
+
+async def bulk_seed_conditions(dsn: str, count: int, subjects: int, confirmed_at: datetime,
+                               prefix: str = "c") -> list[str]:
+    """Write ``count`` confirmed condition definitions (one owner each) as propose +
+    confirm at ``confirmed_at`` would (rows built with the runtime's own functions, as
+    :func:`bench._seeding.bulk_seed` does for calendars); return their ids."""
+    from _seeding import _DEFINITION_COLUMNS, _REVISION_COLUMNS, _USER_COLUMNS, TENANT
+
+    from watchkeeper.runtime.engine._ledger import EPSILON
+    from watchkeeper.runtime.store._db import server_settings
+    from watchkeeper.runtime.store._specs import compiled_columns
+
+    parsed: dict[tuple[int, int], Any] = {}
+    users, definitions, revisions, ids = [], [], [], []
+    for n in range(count):
+        key = (n % subjects, (n // subjects) % SCALE_THRESHOLDS)
+        if key not in parsed:
+            spec = parse_spec(scale_spec(*key))
+            parsed[key] = (spec, json.dumps(spec.to_json()), *map(str, compiled_columns(spec)))
+        spec, spec_json, compiled, payload = parsed[key]
+        first = spec.window(confirmed_at - EPSILON, confirmed_at - EPSILON).next_slot
+        ident = f"{prefix}{n:07d}"
+        ids.append(ident)
+        users.append(("bench", ident, "", "UTC", hashlib.sha256(os.urandom(16)).digest(),
+                      confirmed_at))
+        definitions.append(("bench", ident, "user", ident, "active", 1, 1, 1, confirmed_at,
+                            confirmed_at - EPSILON, 0, first.scheduled_for, None, confirmed_at,
+                            confirmed_at, "condition", "", None))
+        revisions.append(("bench", ident, 1, spec_json, spec.spec_hash, None, "confirmed", None,
+                          "agent:bench", confirmed_at, f"user:bench/{ident}", confirmed_at,
+                          compiled, payload))
+    assert TENANT == "bench"
+    conn = await asyncpg.connect(dsn, server_settings=server_settings("watchkeeper"))
+    try:
+        await conn.execute("INSERT INTO tenants VALUES ($1, $2) ON CONFLICT DO NOTHING", "bench",
+                           confirmed_at)
+        await conn.copy_records_to_table("users", records=users, columns=_USER_COLUMNS)
+        await conn.copy_records_to_table("definitions", records=definitions,
+                                         columns=_DEFINITION_COLUMNS)
+        await conn.execute("CREATE TEMP TABLE seed_revisions (LIKE definition_revisions)")
+        await conn.execute("ALTER TABLE seed_revisions ALTER spec TYPE text, "
+                           "ALTER compiled TYPE text, ALTER payload TYPE text")
+        await conn.copy_records_to_table("seed_revisions", records=revisions,
+                                         columns=_REVISION_COLUMNS)
+        cast = {"spec": "spec::jsonb", "compiled": "compiled::jsonb", "payload": "payload::jsonb"}
+        await conn.execute(
+            f"INSERT INTO definition_revisions ({', '.join(_REVISION_COLUMNS)}) "
+            f"SELECT {', '.join(cast.get(c, c) for c in _REVISION_COLUMNS)} FROM seed_revisions")
+    finally:
+        await conn.close()
+    return ids
+
+
+async def public_seed_conditions(db: Database, numbers: Sequence[int], subjects: int,
+                                 confirmed_at: datetime, prefix: str = "c") -> None:
+    """The definitions ``numbers`` through add_user, propose and confirm."""
+    clock = FakeClock(confirmed_at)
+    for n in numbers:
+        ident = f"{prefix}{n:07d}"
+        await add_user(db, clock, "bench", ident)
+        spec = parse_spec(scale_spec(n % subjects, (n // subjects) % SCALE_THRESHOLDS))
+        made = await propose(db, clock, tenant_id="bench", definition_id=ident,
+                             owner_user_id=ident, spec=spec, proposed_by="agent:bench")
+        await confirm(db, clock, UserPrincipal("bench", ident), definition_id=ident,
+                      revision=made.revision, spec_hash=made.spec_hash)
+
+
+async def part3(server: str, count: int, subjects: int, poll_limit: int) -> list[str]:
+    from _seeding import check_bulk
+
+    name, check = (f"bench_{uuid.uuid4().hex[:12]}" for _ in range(2))
+    for db_name in (name, check):
+        await admin(server, f'CREATE DATABASE "{db_name}"')
+    try:
+        async with Database.open(with_database(server, check), max_size=2) as public:
+            sample = sorted({0, 1, subjects - 1, subjects, count // 2, count - 1})
+            await public_seed_conditions(public, sample, subjects, NOW)
+        async with Database.open(with_database(server, name), max_size=8) as db:
+            started = time.perf_counter()
+            ids = await bulk_seed_conditions(with_database(server, name), count, subjects, NOW)
+            seeded = time.perf_counter() - started
+            same, summary = await check_bulk(with_database(server, name),
+                                             with_database(server, check),
+                                             [ids[n] for n in sample])
+            await db.pool.execute("VACUUM ANALYZE")
+            clock = FakeClock(NOW)
+            reading = {"value": 50}
+            reads: list[int] = [0]
+
+            def read(subject: str, at: datetime) -> int:
+                reads[0] += 1
+                return reading["value"]
+
+            sources = SourceRegistry([CallableSource("bench", "1", read, unit="USD/share",
+                                                     currency="USD", now=clock.now)])
+            lines = [f"seeded {count} condition definitions over {subjects} subjects "
+                     f"({subjects * SCALE_THRESHOLDS} distinct specs) by COPY in {seeded:.1f} s; "
+                     f"bulk rows vs propose + confirm: {summary}", "",
+                     f"{'round':<34}{'wall s':>8}{'cpu s':>7}{'polls':>8}{'polls/s':>9}"
+                     f"{'tasks':>8}{'admitted/s':>12}{'reads':>7}  actions"]
+            rates = {}
+            for label, value, advance in (("0: first poll, false (warm-up)", 50, 0),
+                                          ("1: false again (quiet)", 50, 60),
+                                          ("2: true (every poll fires)", 5, 60)):
+                reading["value"], reads[0] = value, 0
+                clock.advance(advance)
+                before = await db.pool.fetchval("SELECT count(*) FROM tasks")
+                cpu = time.process_time()
+                wall, polls, actions = await poll_round(db, clock, sources, count, poll_limit)
+                cpu = time.process_time() - cpu
+                tasks = await db.pool.fetchval("SELECT count(*) FROM tasks") - before
+                rates[label[0]] = (polls / wall, tasks / wall)
+                lines.append(f"{label:<34}{wall:>8.2f}{cpu:>7.2f}{polls:>8}{polls / wall:>9.0f}"
+                             f"{tasks:>8}{tasks / wall:>12.0f}{reads[0]:>7}  {actions}")
+            stored = await db.pool.fetchval("SELECT count(*) FROM condition_polls")
+            receipts = await db.pool.fetchval("SELECT count(*) FROM observation_receipts")
+            lines.append(f"check: {stored} poll rows (expected {3 * count}), {receipts} receipts "
+                         f"(expected {3 * count}), "
+                         f"{await db.pool.fetchval('SELECT count(*) FROM tasks')} tasks "
+                         f"(expected {count}); bulk seed {'matches' if same else 'DIFFERS'}")
+            quiet, admitted = rates["1"][0], rates["2"][1]
+            lines.append(f"target quiet polls/s >= {QUIET_TARGET}: {quiet:.0f} "
+                         f"{'met' if quiet >= QUIET_TARGET else 'NOT met'}; "
+                         f"target admitted polls/s >= {ADMITTED_TARGET}: {admitted:.0f} "
+                         f"{'met' if admitted >= ADMITTED_TARGET else 'NOT met'}")
+            return lines
+    finally:
+        for db_name in (name, check):
+            await admin(server, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -221,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--definitions", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--scale", type=int, default=100_000)
+    parser.add_argument("--subjects", type=int, default=1000)
+    parser.add_argument("--poll-limit", type=int, default=2000)
+    parser.add_argument("--skip-part2", action="store_true")
     parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
     args = parser.parse_args(argv)
     print(f"# watchkeeper conditions bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", flush=True)
@@ -235,7 +403,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             home = Path(tempfile.mkdtemp(prefix="wk-bench-"))
             stack.callback(shutil.rmtree, home, ignore_errors=True)
             server = stack.enter_context(embedded_postgres(home))
-        for line in asyncio.run(part2(server, args.definitions)):
+        if not args.skip_part2:
+            for line in asyncio.run(part2(server, args.definitions)):
+                print(line, flush=True)
+            print(flush=True)
+        print(f"# part 3: {args.scale} definitions over {args.subjects} subjects, polled "
+              f"every minute; poll_once limit {args.poll_limit}; load "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        for line in asyncio.run(part3(server, args.scale, args.subjects, args.poll_limit)):
             print(line, flush=True)
 
 

@@ -20,6 +20,10 @@ class Source(Protocol):
         version: the version definitions are confirmed with; a definition confirmed
             with another version gets ``unknown`` from the runtime, never this source's
             readings.
+
+    A source may also set ``in_memory = True`` (as :class:`SeriesSource` does) when its
+    reads answer from memory at once and never raise: the runtime then reads it
+    without a timeout. Any other source is read under one.
     """
 
     name: str

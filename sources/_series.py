@@ -227,6 +227,10 @@ class SeriesSource:
         name, version: the source identity definitions name.
     """
 
+    in_memory = True
+    """Reads answer from memory, at once, and never raise: a poller may read it without
+    a timeout (``runtime`` reads other sources under one)."""
+
     def __init__(self, rows: Iterable[SeriesRow], *, name: str = "series",
                  version: str = "1") -> None:
         self.name, self.version = name, version

@@ -686,3 +686,28 @@ async def test_two_pollers_with_the_same_definitions_never_deadlock(
     assert sorted(e.definition_id for e in results["B"]) == ["a", "b"]
     statuses = await db.pool.fetch("SELECT status FROM condition_polls")
     assert {r["status"] for r in statuses} == {"decided"}
+
+
+async def test_one_read_per_subject_and_poll_instant(db: Database, clock: FakeClock) -> None:
+    """Seven definitions over two subjects, claimed three at a time: each subject is
+    read once per poll instant (passes of one instant share the read), and every poll
+    stores the reading of its own subject."""
+    script = Script(default=9)
+    sources = registry_of(script, clock=clock)
+    me = await owner(db, clock)
+    for n in range(7):
+        subject = "AAPL" if n % 2 == 0 else "MSFT"
+        await confirmed(db, clock, condition({**LE_10, "subject": subject}),
+                        definition_id=f"d{n}", principal=me)
+    for hour in (1, 2):
+        clock.advance(HOUR)
+        events = []
+        while (report := await poll_once(db, clock, sources, actor="t", limit=3)).claimed:
+            events += report.events
+        assert sorted(e.definition_id for e in events) == [f"d{n}" for n in range(7)]
+        at = utc(f"2026-06-01T0{hour}:00Z")
+        assert sorted(s for s, t in script.calls if t == at) == ["AAPL", "MSFT"]
+    receipts = await db.pool.fetch("SELECT definition_id, subject FROM observation_receipts")
+    assert {(r["definition_id"], r["subject"]) for r in receipts} == {
+        (f"d{n}", "AAPL" if n % 2 == 0 else "MSFT") for n in range(7)}
+    assert len(receipts) == 14

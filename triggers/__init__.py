@@ -84,6 +84,13 @@ if TYPE_CHECKING:
     from ._edges import step as step
     from ._observations import Observation as Observation
     from ._observations import ObservationStatus as ObservationStatus
+    from ._polls import DefinitionFacts as DefinitionFacts
+    from ._polls import PollJudgement as PollJudgement
+    from ._polls import StoredCondition as StoredCondition
+    from ._polls import admitted as admitted
+    from ._polls import judge_poll as judge_poll
+    from ._polls import quiet_run as quiet_run
+    from ._polls import refused as refused
     from ._preview import PreviewItem as PreviewItem
     from ._preview import preview as preview
     from ._slots import Slot as Slot
@@ -151,7 +158,8 @@ __all__ = [
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
     "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
     "define_units", "refuse_unstorable", "MAX_UNITS_TEXT", "COMPILED_VERSION", "CompiledSpec",
-    "compile_spec", "user_payload",
+    "compile_spec", "user_payload", "DefinitionFacts", "PollJudgement", "StoredCondition",
+    "admitted", "judge_poll", "quiet_run", "refused",
 ]
 
 # Imported on first use (PEP 562): the errors above come with the package; each other
@@ -189,6 +197,10 @@ _SOURCES = {
     ),
     "._observations": (
         "Observation", "ObservationStatus",
+    ),
+    "._polls": (
+        "DefinitionFacts", "PollJudgement", "StoredCondition", "admitted", "judge_poll",
+        "quiet_run", "refused",
     ),
     "._preview": (
         "PreviewItem", "preview",

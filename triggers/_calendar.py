@@ -44,6 +44,7 @@ class IntervalSchedule:
             raise ValueError("anchor must be aware")
         self.every = every
         self.anchor = anchor.astimezone(UTC)
+        self._slots: dict[int, Slot] = {}  # slot n, made once (a poll's next is the next's last)
 
     def __repr__(self) -> str:
         return f"IntervalSchedule(every={self.every!r}, anchor={self.anchor.isoformat()})"
@@ -59,8 +60,14 @@ class IntervalSchedule:
         return 0 if instant < self.anchor else (instant - self.anchor) // self.every + 1
 
     def _slot(self, n: int) -> Slot:
-        instant = self.anchor + n * self.every
-        return Slot(utc_slot_key(instant), instant, "UTC", instant.replace(tzinfo=None))
+        slot = self._slots.get(n)
+        if slot is None:
+            if len(self._slots) >= 4096:
+                self._slots.clear()
+            instant = self.anchor + n * self.every
+            slot = self._slots[n] = Slot(utc_slot_key(instant), instant, "UTC",
+                                         instant.replace(tzinfo=None))
+        return slot
 
     def window(self, cursor: datetime, now: datetime, *, until: datetime | None = None,
                remaining: int | None = None) -> DueWindow:

@@ -350,13 +350,25 @@ def compare(comparison: Comparison, observation: Observation | None, now: dateti
                     + (f" {observation.currency}" if observation.currency and observation.currency
                        not in shown else "")
                     + f" does not compare with {comparison.threshold}", observation)
-    verdict = Verdict.of(_OPS[comparison.op](Fraction(value), bound))
+    verdict = Verdict.of(_OPS[comparison.op](_fraction(value), bound))
     return Leaf(comparison, verdict,
                 f"{verdict.value}: {subject} {shown} {comparison.op} {comparison.threshold}",
                 observation)
 
 
 _QUANTITIES: dict[str, Quantity] = {}
+_FRACTIONS: dict[Any, Fraction] = {}
+
+
+def _fraction(value: Any) -> Fraction:
+    """``Fraction(value)``, made once per value while it is recent (a series repeats a
+    reading at every poll until the next row)."""
+    exact = _FRACTIONS.get(value)
+    if exact is None:
+        if len(_FRACTIONS) >= 65_536:
+            _FRACTIONS.clear()
+        exact = _FRACTIONS[value] = Fraction(value)
+    return exact
 
 
 def _quantity(text: str) -> Quantity:

@@ -58,11 +58,19 @@ class Slot(NamedTuple):
         return self.scheduled_for.astimezone(zoneinfo.ZoneInfo(self.zone))
 
 
+_FORMATTED: dict[datetime, str] = {}
+
+
 def format_utc(instant: datetime) -> str:
-    """ISO 8601 in UTC ending in ``Z``; microseconds only when non-zero."""
-    if instant.tzinfo is not UTC:
-        instant = instant.astimezone(UTC)
-    return instant.isoformat()[:-6] + "Z"  # drops "+00:00"
+    """ISO 8601 in UTC ending in ``Z``; microseconds only when non-zero (aware
+    ``instant``; each instant formatted once per process while it is recent)."""
+    text = _FORMATTED.get(instant)
+    if text is None:
+        if len(_FORMATTED) >= 65_536:
+            _FORMATTED.clear()
+        utc = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
+        text = _FORMATTED[instant] = utc.isoformat()[:-6] + "Z"  # drops "+00:00"
+    return text
 
 
 def utc_slot_key(instant: datetime) -> str:

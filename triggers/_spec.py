@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
 from ._agent_params import MODEL_AGENT, RESERVED_PARAM_KEYS, ModelAgentParams
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule
 from ._compiled import CompiledSpec, compile_spec
-from ._conditions import Predicate, check_bounds
+from ._conditions import Predicate, check_bounds, subjects_of
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._edges import ConditionMode
@@ -344,6 +344,12 @@ class ConditionTrigger(_Model):
     def calendar(self) -> Calendar:
         """The poll schedule (like an interval: DST-free)."""
         return IntervalSchedule(self.poll_every, self.anchor)
+
+    @functools.cached_property
+    def subjects(self) -> tuple[str, ...]:
+        """The subjects the predicate reads, in first-use order, without repeats
+        (:func:`subjects_of`, computed once per trigger)."""
+        return subjects_of(self.predicate)
 
     @functools.cached_property
     def condition_key(self) -> str:

@@ -133,6 +133,8 @@ class SupervisorConfig:
             request (:meth:`Supervisor.drain`) before they are interrupted; may be zero.
         batch_size, admission_lanes: definitions per admission transaction, and such
             transactions in flight at once (:func:`~._scheduler.tick`).
+        poll_batch: condition definitions claimed per poller pass (decided in chunks of
+            :data:`~._poller.DECIDE_CHUNK`, two at once).
         listen: wake on PostgreSQL notifications (LISTEN/NOTIFY: a definition due sooner,
             new tasks, new deliveries) besides the due instants and the tick period;
             behind a transaction pooler the supervisor polls instead, and says so.
@@ -151,7 +153,7 @@ class SupervisorConfig:
     skew_check_seconds: float = 10.0
     batch_size: int = 1000
     admission_lanes: int = 2
-    poll_batch: int = 200
+    poll_batch: int = 1000
     restart_limit: int | None = None
     retry_base: float = 2.0
     delivery_max_attempts: int = 8

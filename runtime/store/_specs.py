@@ -15,7 +15,7 @@ from watchkeeper.triggers import Spec, parse_spec, user_payload
 
 from ._db import JsonText
 
-__all__ = ["compiled_columns", "spec_from_json", "spec_from_row"]
+__all__ = ["cached_spec", "compiled_columns", "spec_from_json", "spec_from_row"]
 
 _CACHE: dict[str, Spec] = {}
 _CACHE_LIMIT = 65_536
@@ -36,6 +36,12 @@ def spec_from_json(spec_hash: str, data: Mapping[str, Any] | str) -> Spec:
             _CACHE.clear()
         _CACHE[spec_hash] = spec
     return spec
+
+
+def cached_spec(spec_hash: str) -> Spec | None:
+    """The spec stored under ``spec_hash`` if this process has parsed it already (its
+    effective part: the title and notes are those of the first row seen), else ``None``."""
+    return _CACHE.get(spec_hash)
 
 
 def spec_from_row(row: Mapping[str, Any] | None) -> Spec:

@@ -45,6 +45,7 @@ from ..engine._agents import AgentCatalog
 from ..engine._clock import FakeClock, SystemClock
 from ..engine._delivery_store import PgDeliveryStore
 from ..engine._poller import PollEvent, poll_once
+from ..engine._quiet import QuietRuns
 from ..engine._supervisor import SupervisorConfig, make_dispatcher
 from ..engine._worker import Worker
 from ..store._db import Database
@@ -148,12 +149,18 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
                  start: datetime, end: datetime, home: Path,
                  on_event: Callable[[dict[str, Any]], None] = lambda _: None,
                  on_progress: Callable[[datetime], None] = lambda _: None,
-                 agents: AgentCatalog | None = None, keep: bool = False) -> ReplaySummary:
+                 agents: AgentCatalog | None = None, keep: bool = False,
+                 batched: bool = True) -> ReplaySummary:
     """Replay ``definitions`` over ``source`` from ``start`` to ``end`` (aware, UTC).
 
     ``on_event`` gets one JSON object per poll (see :meth:`PollEvent.to_json`) and one
     per finished task (``action`` ``task_completed``/``task_failed``...);
     ``on_progress`` the virtual time after each step.
+
+    ``batched`` (default): the polls before the first that acts (a fire...) are decided
+    in memory and written as one batch (:class:`~watchkeeper.runtime.engine._quiet.QuietRuns`),
+    storing and printing what polling them one instant at a time would; ``False`` polls
+    every instant through the poller (the reference the batches are tested against).
 
     However the replay ends — done, failed, cancelled, or ``on_event`` raising (a closed
     pipe) — its definitions are cancelled and what it created is settled: without
@@ -204,7 +211,7 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
         await running.execute("replay_lock", tenant)
         try:
             summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
-                                 on_event, on_progress, catalog)
+                                 on_event, on_progress, catalog, batched)
             summary.kept = keep
             return summary
         finally:
@@ -301,7 +308,7 @@ async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
                definitions: Sequence[ReplayDefinition], source: Source, start: datetime,
                end: datetime, home: Path, on_event: Callable[[dict[str, Any]], None],
                on_progress: Callable[[datetime], None],
-               agents: AgentCatalog) -> ReplaySummary:
+               agents: AgentCatalog, batched: bool) -> ReplaySummary:
     for d in definitions:
         proposal = await propose(db, clock, tenant_id=tenant, definition_id=d.definition_id,
                                  owner_user_id=me.user_id, spec=d.spec, proposed_by="replay",
@@ -319,7 +326,22 @@ async def _run(db: Database, clock: FakeClock, me: Any, tenant: str,
     dispatcher = make_dispatcher(SupervisorConfig(home=home), store,
                                  {"log": LogChannel(), "file": FileChannel(home / "notices")},
                                  clock, f"{tenant}/outbox")
+    quiet = QuietRuns(db, sources, tenant, f"{tenant}/poller") if batched else None
+    acts_at: datetime | None = None  # the last batch ended before a poll that acts, then
     while (due := await db.fetchval("replay_next_poll", tenant)) is not None and due <= end:
+        if quiet is not None and not (work or notices) and clock.now() <= due \
+                and due != acts_at:
+            # every poll before the first that acts, decided in memory and written as one
+            # batch: the same rows and lines as the poller's, one instant at a time
+            batch = await quiet.run(end)
+            if batch is not None:
+                acts_at = batch.acts_at
+                clock.set_wall(max(batch.last, clock.now()))
+                for event in batch.events:
+                    _count(summary, event)
+                    on_event(event.to_json())
+                on_progress(clock.now())
+                continue
         clock.set_wall(max(due, clock.now()))
         report = await poll_once(db, clock, sources, actor=f"{tenant}/poller", tenant_id=tenant)
         for event in report.events:

@@ -107,7 +107,8 @@ ORDER BY o.n;
 -- without candidates as a row without a slot); its instants (*_us) are microseconds
 -- since 1970-01-01 00:00 UTC (local_wall_us: of the naive wall time), which the client
 -- encodes in a fiftieth of the work of a timestamptz. wk_stage_tasks: the tasks a
--- condition's fire or a review's approval admits.
+-- condition's fire or a review's approval admits. wk_stage_polls, wk_stage_receipts: a
+-- replay's quiet polls, decided, and their receipts (quiet_polls_write).
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_admission (
     n integer, tenant_id text, definition_id text, binding_id text, slot text, kind text,
     definition_tenant_id text, revision integer, scheduled_for_us bigint,
@@ -125,6 +126,15 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     late_policy text, scheduled_for timestamptz, not_before timestamptz,
     expires_at timestamptz, deadline_seconds double precision, max_attempts integer,
     held_behind bigint
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_polls (
+    definition_id text, slot text, scheduled_for timestamptz, verdict text, action text,
+    reason text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_receipts (
+    definition_id text, slot text, subject text, source text, source_version text,
+    observation_id text, value numeric, unit text, currency text, as_of timestamptz,
+    fetched_at timestamptz, status text, detail text, verdict text
 ) ON COMMIT DELETE ROWS;
 
 -- name: admission_planner
@@ -1156,9 +1166,11 @@ SELECT tenant_id FROM tenants WHERE tenant_id = $1;
 -- Poll phase 1: the condition definitions whose next poll is due; rows another
 -- supervisor holds are skipped (it polls them). $3: one tenant only (a replay), or NULL
 -- for every tenant but the replays' ('_replay-...', on a virtual clock). $4: the source
--- names this poller has: a poll it could not read is left to a poller that can.
+-- names this poller has: a poll it could not read is left to a poller that can. The
+-- spec itself is not read: the poller parses each spec_hash once per process
+-- (specs_by_hash for the ones it has not seen).
 SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
-       d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, r.spec_hash, r.spec
+       d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, r.spec_hash
 FROM definitions d
 JOIN definition_revisions r
   ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
@@ -1171,40 +1183,171 @@ ORDER BY d.next_due_at, d.tenant_id, d.definition_id
 LIMIT $2
 FOR UPDATE OF d SKIP LOCKED;
 
--- name: condition_poll_claim
-INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
-                             revision, fence, condition_key, superseded, claimed_at,
-                             claimed_by, status, verdict, action, reason, decided_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-ON CONFLICT DO NOTHING
-RETURNING slot;
+-- name: condition_polls_claim
+-- Poll phase 1, set-based: in one statement, insert the batch's poll rows (the primary
+-- key makes it at most one poll per slot, however many supervisors race: a slot polled
+-- already loses, silently), advance every locked definition to its next poll, and
+-- charge the polling budget of each poll actually claimed (every poll is charged,
+-- whatever it will return; one over budget is inserted decided 'denied_poll_budget'
+-- and charged nothing): such a poll is inserted decided ($13 'decided', with its
+-- verdict, action, reason, read_at and decided_at).
+-- Returns the (tenant, definition, slot) of each poll claimed.
+WITH claimed AS (
+    INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
+                                 revision, fence, condition_key, superseded, claimed_at,
+                                 claimed_by, status, verdict, action, reason, decided_at,
+                                 read_at)
+    SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
+           p.fence, p.condition_key, p.superseded, $10::timestamptz, $11::text, p.status,
+           p.verdict, p.action, p.reason, p.decided_at, p.read_at
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+                $6::integer[], $7::bigint[], $8::text[], $9::integer[], $12::text[],
+                $13::text[], $14::text[], $15::text[], $16::timestamptz[],
+                $17::timestamptz[])
+         AS p (tenant_id, definition_id, binding_id, slot, scheduled_for, revision, fence,
+               condition_key, superseded, status, verdict, action, reason, decided_at,
+               read_at)
+    ON CONFLICT DO NOTHING
+    RETURNING tenant_id, definition_id, slot
+),
+advanced AS (
+    UPDATE definitions d
+    SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
+        status = a.status, updated_at = $24::timestamptz
+    FROM unnest($18::text[], $19::text[], $20::timestamptz[], $21::bigint[],
+                $22::timestamptz[], $23::text[])
+         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
+    WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
+      AND d.definition_id = ANY($19::text[])  -- lets the planner use the primary key
+),
+charged AS (
+    INSERT INTO poll_budget_ledger AS b (tenant_id, definition_id, binding_id, period_start,
+                                         period_end, poll_limit, used)
+    SELECT k.tenant_id, k.definition_id, k.binding_id, k.period_start, k.period_end,
+           k.poll_limit, 1
+    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[], $29::timestamptz[],
+                $30::timestamptz[], $31::integer[])
+         AS k (tenant_id, definition_id, binding_id, slot, period_start, period_end,
+               poll_limit)
+    JOIN claimed c USING (tenant_id, definition_id, slot)
+    ON CONFLICT (tenant_id, definition_id, binding_id, period_start)
+    DO UPDATE SET used = b.used + 1
+)
+SELECT tenant_id, definition_id, slot FROM claimed;
 
--- name: poll_budget_for
-SELECT poll_limit, used FROM poll_budget_ledger
-WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND period_start = $4;
+-- name: poll_budgets_for
+-- The polling budget ledger rows of a batch's (tenant, definition, binding, period).
+SELECT b.tenant_id, b.definition_id, b.period_start, b.poll_limit, b.used
+FROM poll_budget_ledger b
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+     AS k (tenant_id, definition_id, binding_id, period_start)
+  ON b.tenant_id = k.tenant_id AND b.definition_id = k.definition_id
+ AND b.binding_id = k.binding_id AND b.period_start = k.period_start;
 
--- name: poll_budget_consume
-INSERT INTO poll_budget_ledger AS b (tenant_id, definition_id, binding_id, period_start,
-                                     period_end, poll_limit, used)
-VALUES ($1, $2, $3, $4, $5, $6, 1)
-ON CONFLICT (tenant_id, definition_id, binding_id, period_start)
-DO UPDATE SET used = b.used + 1;
+-- name: condition_polls_get
+-- Polls by key (a lost COMMIT's read-back).
+SELECT p.tenant_id, p.definition_id, p.slot, p.status, p.action, p.reason, p.task_id
+FROM condition_polls p
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
+     AS k (tenant_id, definition_id, binding_id, slot)
+  ON p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
+ AND p.binding_id = k.binding_id AND p.slot = k.slot;
 
--- name: condition_poll_get
-SELECT * FROM condition_polls
-WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4;
+-- name: condition_polls_lock
+-- Poll phase 3: the batch's poll rows and their definitions, locked together in key
+-- order (the definition waits for a confirm, pause or cancel in flight; its fence and
+-- revision are rechecked). Every poller locks in this order, so two pollers never
+-- deadlock. A poll whose row or definition is gone is missing here
+-- (condition_polls_lock_alone tells which).
+SELECT p.tenant_id, p.definition_id, p.slot, p.status, p.action, p.task_id,
+       d.status AS definition_status, d.fence, d.effective_revision
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+     AS k (tenant_id, definition_id, binding_id, slot)
+JOIN condition_polls p
+  ON p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
+ AND p.binding_id = k.binding_id AND p.slot = k.slot
+JOIN definitions d ON d.tenant_id = p.tenant_id AND d.definition_id = p.definition_id
+WHERE p.definition_id = ANY($2::text[]) AND d.definition_id = ANY($2::text[])
+ORDER BY p.tenant_id, p.definition_id, p.binding_id, p.slot
+FOR UPDATE OF p, d;
 
--- name: condition_poll_lock
-SELECT status, action, task_id FROM condition_polls
-WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
-FOR UPDATE;
+-- name: condition_polls_lock_alone
+-- The poll rows of keys condition_polls_lock did not return (their definition is gone,
+-- or the poll itself), locked.
+SELECT p.tenant_id, p.definition_id, p.slot, p.status, p.action, p.task_id
+FROM condition_polls p
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
+     AS k (tenant_id, definition_id, binding_id, slot)
+  ON p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
+ AND p.binding_id = k.binding_id AND p.slot = k.slot
+ORDER BY p.tenant_id, p.definition_id, p.binding_id, p.slot
+FOR UPDATE OF p;
 
--- name: condition_poll_decide
-UPDATE condition_polls
-SET status = 'decided', read_at = $5, verdict = $6, action = $7, reason = $8, task_id = $9,
-    decided_at = $10
-WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4
-  AND status = 'reading';
+-- name: condition_states_get
+-- Poll phase 3: the stored condition states of the batch's bindings. Read after
+-- condition_polls_lock, in a statement of its own (a fresh snapshot): only a poller
+-- holding the definition's row lock writes its condition state, so no lock is needed.
+SELECT s.tenant_id, s.definition_id, s.binding_id, s.condition_key, s.last_definite,
+       s.latched, s.last_fired_at, s.decided_through
+FROM condition_state s
+JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, definition_id, binding_id)
+  ON s.tenant_id = k.tenant_id AND s.definition_id = k.definition_id
+ AND s.binding_id = k.binding_id
+WHERE s.definition_id = ANY($2::text[]);
+
+-- name: condition_polls_decide
+-- Poll phase 3, set-based: in one statement, the observation receipts (one per poll and
+-- subject; each names its observation by its ordinal in the observation arrays, so a
+-- reading shared by many polls is sent once), the condition states (one per binding: the state the batch's poll of it
+-- left), the definitions that complete (a first_match that fired and was admitted, or a
+-- latched one a revision re-activated) and the decisions of the polls still 'reading'.
+-- $1: now (decided_at, updated_at).
+WITH receipts AS (
+    INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
+                                      source, source_version, observation_id, value, unit,
+                                      currency, as_of, fetched_at, status, detail, verdict)
+    SELECT r.tenant_id, r.definition_id, r.binding_id, r.slot, o.subject, o.source,
+           o.source_version, o.observation_id, o.value, o.unit, o.currency, o.as_of,
+           o.fetched_at, o.status, o.detail, r.verdict
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::text[])
+         AS r (tenant_id, definition_id, binding_id, slot, observation, verdict)
+    JOIN unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::text[],
+                $14::text[], $15::timestamptz[], $16::timestamptz[], $17::text[], $38::text[])
+         WITH ORDINALITY
+         AS o (subject, source, source_version, observation_id, value, unit, currency, as_of,
+               fetched_at, status, detail, n)
+      ON o.n = r.observation
+    ON CONFLICT DO NOTHING
+),
+states AS (
+    INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
+                                      revision, last_definite, latched, last_fired_at,
+                                      decided_through, updated_at)
+    SELECT k.*, $1::timestamptz
+    FROM unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::integer[],
+                $23::boolean[], $24::boolean[], $25::timestamptz[], $26::timestamptz[]) AS k
+    ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
+    SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
+        last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
+        last_fired_at = EXCLUDED.last_fired_at, decided_through = EXCLUDED.decided_through,
+        updated_at = EXCLUDED.updated_at
+),
+completed AS (
+    UPDATE definitions d SET status = 'completed', next_due_at = NULL, updated_at = $1
+    FROM unnest($27::text[], $28::text[]) AS k (tenant_id, definition_id)
+    WHERE d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
+      AND d.definition_id = ANY($28::text[])
+)
+UPDATE condition_polls p
+SET status = 'decided', read_at = k.read_at, verdict = k.verdict, action = k.action,
+    reason = k.reason, task_id = k.task_id, decided_at = $1
+FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::timestamptz[],
+            $34::text[], $35::text[], $36::text[], $37::bigint[])
+     AS k (tenant_id, definition_id, binding_id, slot, read_at, verdict, action, reason,
+           task_id)
+WHERE p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
+  AND p.binding_id = k.binding_id AND p.slot = k.slot AND p.status = 'reading'
+  AND p.definition_id = ANY($30::text[]);
 
 -- name: condition_polls_abandon
 -- Polls claimed by a poller that never decided them (it died between the read and the
@@ -1217,46 +1360,23 @@ WHERE status = 'reading' AND claimed_at < $2
   AND CASE WHEN $3::text IS NULL THEN tenant_id NOT LIKE '\_replay-%' ELSE tenant_id = $3 END
 RETURNING tenant_id, definition_id, slot;
 
--- name: condition_state_lock
-SELECT * FROM condition_state
-WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3
-FOR UPDATE;
-
--- name: condition_state_upsert
-INSERT INTO condition_state (tenant_id, definition_id, binding_id, condition_key, revision,
-                             last_definite, latched, last_fired_at, decided_through, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10, $9)
-ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
-SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
-    last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
-    last_fired_at = EXCLUDED.last_fired_at, decided_through = EXCLUDED.decided_through,
-    updated_at = EXCLUDED.updated_at;
-
--- name: observation_receipts_insert
-INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject, source,
-                                  source_version, observation_id, value, unit, currency, as_of,
-                                  fetched_at, status, detail, verdict)
-SELECT $1, $2, $3, $4, i.*
-FROM unnest($5::text[], $6::text[], $7::text[], $8::text[], $9::numeric[], $10::text[],
-            $11::text[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[],
-            $16::text[]) AS i
-ON CONFLICT DO NOTHING;
-
--- name: occurrence_insert
--- A condition's occurrence (one per fired poll slot); the key is the claim.
+-- name: occurrences_insert_conditions
+-- The occurrences of a batch's fired polls (kind 'condition', one per poll slot); the
+-- key is the claim: an existing one loses, silently. Returns the keys inserted.
 INSERT INTO occurrences (tenant_id, definition_id, binding_id, slot, kind, definition_tenant_id,
                          revision, scheduled_for, not_before, expires_at, zone, local_wall, fold,
                          decision, reason, late, lateness_seconds, tzdata_version, decided_at,
                          decided_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'UTC', $11, 0, $12, $13, false, 0, $14, $15,
-        $16)
+SELECT k.tenant_id, k.definition_id, k.binding_id, k.slot, 'condition', k.definition_tenant_id,
+       k.revision, k.scheduled_for, k.not_before, k.expires_at, 'UTC', k.local_wall, 0,
+       k.decision, k.reason, false, 0, $12::text, $13::timestamptz, $14::text
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[],
+            $7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::timestamp[],
+            $11::text[], $15::text[])
+     AS k (tenant_id, definition_id, binding_id, slot, definition_tenant_id, revision,
+           scheduled_for, not_before, expires_at, local_wall, decision, reason)
 ON CONFLICT DO NOTHING
-RETURNING slot;
-
--- name: definition_complete
--- A first_match condition has fired: it polls no more.
-UPDATE definitions SET status = 'completed', next_due_at = NULL, updated_at = $3
-WHERE tenant_id = $1 AND definition_id = $2;
+RETURNING tenant_id, definition_id, binding_id, slot;
 
 -- name: condition_polls_page
 -- The poll timeline of one definition (or all of a tenant), each poll with the verdict of
@@ -1299,9 +1419,88 @@ ORDER BY CASE WHEN $3::timestamptz IS NULL AND $6::timestamptz IS NULL
               THEN (p.scheduled_for, p.definition_id, p.binding_id, p.slot) END DESC,
          p.scheduled_for, p.definition_id, p.binding_id, p.slot;
 
--- name: task_id_for
-SELECT task_id FROM tasks
-WHERE tenant_id = $1 AND definition_id = $2 AND binding_id = $3 AND slot = $4 AND kind = $5;
+-- name: task_ids_for
+-- The task of each (tenant, definition, binding, slot) of kind $5.
+SELECT t.tenant_id, t.definition_id, t.binding_id, t.slot, t.task_id
+FROM tasks t
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[])
+     AS k (tenant_id, definition_id, binding_id, slot)
+  ON t.tenant_id = k.tenant_id AND t.definition_id = k.definition_id
+ AND t.binding_id = k.binding_id AND t.slot = k.slot
+WHERE t.kind = $5 AND t.definition_id = ANY($2::text[]);
+
+-- name: quiet_polls_write
+-- A replay's quiet run (engine/_quiet.py), in one statement: the decided polls of tenant
+-- $1 and their receipts (binding $2), COPYed into wk_stage_polls and wk_stage_receipts
+-- just before — each poll claimed, read and decided at its own instant by $3, under its
+-- definition's revision, fence and condition key (the per-definition arrays) — and each
+-- definition's advance to its next poll and its condition state, at its last poll. A
+-- poll slot that exists already is a conflict (the primary key): the statement fails
+-- and the batch is rolled back. Returns the polls inserted.
+WITH defs AS (
+    SELECT * FROM unnest($4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[],
+                         $8::text[], $9::integer[], $10::bigint[], $11::boolean[],
+                         $12::boolean[], $13::timestamptz[])
+         AS a (definition_id, cursor_at, slots_seen, next_due_at, condition_key, revision,
+               fence, last_definite, latched, last_fired_at)
+),
+polls AS (
+    INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
+                                 revision, fence, condition_key, superseded, claimed_at,
+                                 claimed_by, status, read_at, verdict, action, reason,
+                                 decided_at)
+    SELECT $1::text, p.definition_id, $2::text, p.slot, p.scheduled_for, d.revision, d.fence,
+           d.condition_key, 0, p.scheduled_for, $3::text, 'decided', p.scheduled_for,
+           p.verdict, p.action, p.reason, p.scheduled_for
+    FROM wk_stage_polls p JOIN defs d USING (definition_id)
+    RETURNING 1
+),
+receipts AS (
+    INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
+                                      source, source_version, observation_id, value, unit,
+                                      currency, as_of, fetched_at, status, detail, verdict)
+    SELECT $1::text, r.definition_id, $2::text, r.slot, r.subject, r.source, r.source_version,
+           r.observation_id, r.value, r.unit, r.currency, r.as_of, r.fetched_at, r.status,
+           r.detail, r.verdict
+    FROM wk_stage_receipts r
+),
+advanced AS (
+    UPDATE definitions d
+    SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
+        updated_at = a.cursor_at
+    FROM defs a
+    WHERE d.tenant_id = $1 AND d.definition_id = a.definition_id
+),
+states AS (
+    INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
+                                      revision, last_definite, latched, last_fired_at,
+                                      decided_through, updated_at)
+    SELECT $1::text, a.definition_id, $2::text, a.condition_key, a.revision, a.last_definite,
+           a.latched, a.last_fired_at, a.cursor_at, a.cursor_at
+    FROM defs a
+    ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
+    SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
+        last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
+        last_fired_at = EXCLUDED.last_fired_at, decided_through = EXCLUDED.decided_through,
+        updated_at = EXCLUDED.updated_at
+)
+SELECT count(*) FROM polls;
+
+-- name: replay_conditions
+-- A replay's active condition definitions with their effective spec and stored
+-- condition state (its quiet runs are decided in memory from these).
+SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
+       d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, d.status,
+       r.spec_hash, r.spec, s.condition_key, s.last_definite, s.latched, s.last_fired_at,
+       s.decided_through
+FROM definitions d
+JOIN definition_revisions r
+  ON r.tenant_id = d.tenant_id AND r.definition_id = d.definition_id
+ AND r.revision = d.effective_revision
+LEFT JOIN condition_state s
+  ON s.tenant_id = d.tenant_id AND s.definition_id = d.definition_id AND s.binding_id = $2
+WHERE d.tenant_id = $1 AND d.status = 'active' AND d.trigger_kind = 'condition'
+ORDER BY d.definition_id;
 
 -- name: replay_next_poll
 -- The earliest next poll of a replay tenant's active condition definitions.
@@ -1310,11 +1509,6 @@ WHERE tenant_id = $1 AND status = 'active' AND trigger_kind = 'condition';
 
 -- name: definition_is_open
 SELECT status IN ('active', 'paused') FROM definitions WHERE tenant_id = $1 AND definition_id = $2;
-
--- name: stage_tasks_clear
--- Empty the session's task staging table inside a transaction that admits several
--- times (the condition poller decides a chunk of polls per transaction).
-DELETE FROM wk_stage_tasks;
 
 -- name: definition_visible
 -- Whether a definition id names something in tenant $1 (any tenant when NULL): its own
