@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule, due_window
-from ._cron import CronExpression, CronSchedule
+from ._cron import CronExpression, CronSchedule, stored_zone
 from ._decisions import LatePolicy, OverrunPolicy, Period
 
 if TYPE_CHECKING:
@@ -187,6 +187,7 @@ def _calendar_json(calendar: Calendar) -> list[Any]:
 def _calendar_of(kind: str, data: Sequence[Any]) -> Calendar:
     if kind == "cron":
         text, zone, gap, fixed, day_or, masks = data
+        stored_zone(zone)
         return CronSchedule(_new(CronExpression, (text, fixed, day_or, tuple(masks))), zone, gap)
     if kind in ("interval", "condition"):
         return IntervalSchedule(timedelta(microseconds=data[0]), datetime.fromisoformat(data[1]))

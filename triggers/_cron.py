@@ -171,6 +171,21 @@ class CronExpression(NamedTuple):
 _ONE_DAY = timedelta(days=1)
 _ZONES: dict[str, zoneinfo.ZoneInfo] = {}
 """Zones already loaded by name (loading checks the name against the tz database)."""
+
+
+def stored_zone(name: str) -> zoneinfo.ZoneInfo:
+    """The zone of a schedule read back from the store: its name was checked when the
+    spec was proposed, so it is loaded without listing the tz database again (which
+    :func:`~triggers._zones.load_zone` does once per process: 25 ms, at the first due
+    instant of a supervisor otherwise). Remembered for :class:`CronSchedule`.
+
+    Raises:
+        zoneinfo.ZoneInfoNotFoundError: the tz database no longer has ``name``.
+    """
+    zone = _ZONES.get(name)
+    if zone is None:
+        zone = _ZONES[name] = zoneinfo.ZoneInfo(name)
+    return zone
 _CRON_WEEKDAY = (1, 2, 3, 4, 5, 6, 0)
 """Python's ``date.weekday()`` (Monday 0) -> cron's day of week (Sunday 0)."""
 _FULL = {0: (0, 59), 1: (0, 23), 2: (1, 31), 3: (1, 12), 4: (0, 6)}

@@ -7,18 +7,21 @@ grows with due work, not with the number of definitions (DESIGN "Calendar trigge
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 import anyio
 
-from ..store._db import Database
-from ._admission import RunUnit, TickReport, admit, admit_due
+from watchkeeper.triggers import tzdata_version
+
+from ..store._db import Database, Pooler
+from ._admission import STAGE_COLUMNS, RunUnit, TickReport, admit, admit_due
 from ._clock import Clock
 from ._registry import Registry, RunContext
 from ._tick import FIRST_KEY, DueKey, plan_tick, read_due
 
-__all__ = ["execute_run", "reconcile_stale_runs", "tick"]
+__all__ = ["execute_run", "reconcile_stale_runs", "tick", "warm_tick"]
 
 log = logging.getLogger("watchkeeper.scheduler")
 
@@ -63,6 +66,41 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
         for unit in total.runs:
             await execute_run(db, clock, registry, unit)
     return total
+
+
+async def warm_tick(db: Database, connections: int = 3) -> None:
+    """Prepare the statements of a due instant on ``connections`` pooled connections (the
+    first batch and the lanes of :func:`tick`), so that a supervisor that has just
+    started commits its first task at the due instant as fast as one that has been
+    running: each connection parses and plans the lock, staging and admission
+    statements in a transaction that is rolled back (nothing is written, no notice is
+    sent). Behind a transaction pooler nothing is kept between transactions: nothing
+    to do.
+
+    Raises:
+        DatabaseUnavailable: the server cannot be reached (warming is an optimisation:
+            callers may ignore it).
+    """
+    if db.pooler is Pooler.TRANSACTION:
+        return
+    async with contextlib.AsyncExitStack() as stack:
+        held = [await stack.enter_async_context(db.connection()) for _ in range(connections)]
+        for conn in held:
+            with contextlib.suppress(_RolledBack):
+                async with conn.transaction():
+                    await conn.fetchval("next_due")
+                    await conn.execute("admission_planner")
+                    await conn.fetch("definitions_due_lock", _NEVER, 1, *FIRST_KEY)
+                    await conn.stage("wk_stage_admission", STAGE_COLUMNS, [])
+                    await conn.fetchval("admission_write", tzdata_version(), _NEVER, "warm-up")
+                    raise _RolledBack
+
+
+class _RolledBack(Exception):
+    """Ends :func:`warm_tick`'s transactions (rolled back)."""
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 async def _admit_phases(db: Database, now: datetime, registry: Registry, actor: str,

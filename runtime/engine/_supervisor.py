@@ -60,7 +60,7 @@ from ._drain import DrainReport, Shutdown
 from ._fleet import heartbeat_detail
 from ._poller import poll_once
 from ._registry import Registry, register
-from ._scheduler import execute_run, tick
+from ._scheduler import execute_run, tick, warm_tick
 from ._worker import TaskOutcome, Worker
 
 __all__ = ["LoopDied", "Supervisor", "SupervisorConfig", "SupervisorStatistics",
@@ -288,6 +288,10 @@ class Supervisor:
         if self._wake_reason is not None:
             log.warning("wake-up: %s", self._wake_state())
         await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
+        try:
+            await warm_tick(self.db, self.config.admission_lanes + 1)
+        except WatchkeeperError as exc:  # an optimisation: the first tick prepares them
+            log.info("could not prepare the tick's statements ahead: %s", exc)
         try:
             async with anyio.create_task_group() as tg:
                 self._scope, self._background = tg.cancel_scope, tg
