@@ -208,6 +208,7 @@ class PgProxy:
         self._held: list[tuple[_Link, bytes]] = []
         self._armed: Fault | None = None
         self._pass = 0
+        self._then_down = False
         self._connections = self._commits = self._faults = 0
         self._down = False
 
@@ -235,11 +236,12 @@ class PgProxy:
         """The upstream DSN re-pointed at the proxy (same user and database)."""
         return proxied_dsn(self.upstream_dsn, self.port)
 
-    def arm(self, fault: Fault = Fault.DROP_ACK, *, after: int = 0) -> None:
-        """Let ``after`` COMMITs through (>= 0), then inject ``fault`` on the next one, once."""
+    def arm(self, fault: Fault = Fault.DROP_ACK, *, after: int = 0, then_down: bool = False) -> None:
+        """Let ``after`` COMMITs through (>= 0), then inject ``fault`` on the next one, once;
+        with ``then_down``, an outage begins at that instant (:meth:`go_down`)."""
         if after < 0:
             raise ValueError("after counts COMMITs to let through; it may be zero, not negative")
-        self._armed, self._pass = fault, after
+        self._armed, self._pass, self._then_down = fault, after, then_down
 
     def disarm(self) -> None:
         """Inject nothing."""
@@ -311,6 +313,9 @@ class PgProxy:
                 await link.send_up(message)
                 continue
             link.muted = True
+            if self._then_down:
+                self._then_down = False
+                await self.go_down()
             if fault is Fault.HOLD_COMMIT:
                 link.client_writer.close()
                 self._held.append((link, message))

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from _pgproxy import Fault, PgProxy
 
+from watchkeeper.runtime._errors import DatabaseUnavailable
 from watchkeeper.runtime.engine._agents import AgentCatalog
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._scheduler import tick
@@ -37,18 +38,19 @@ SLOT = "2026-06-01T00:00:00Z"  # the first (scheduled) slot of the hourly defini
 KEY = f"hourly/owner/{SLOT}/scheduled"  # its task's idempotency key
 
 
-async def confirmed_hourly(db: Database, clock: FakeClock) -> UserPrincipal:
-    """acme/alice owns ``hourly`` (interval PT1H from START), confirmed at START."""
-    token = await add_user(db, clock, "acme", "alice")
-    alice = await authenticate(db, token)
+async def confirmed_hourly(db: Database, clock: FakeClock, *, definition_id: str = "hourly",
+                           principal: UserPrincipal | None = None) -> UserPrincipal:
+    """acme/alice (new unless ``principal``) owns ``definition_id`` (interval PT1H from
+    START), confirmed at START."""
+    alice = principal or await authenticate(db, await add_user(db, clock, "acme", "alice"))
     spec = parse_spec({
         "version": 1,
         "trigger": {"type": "interval", "every": "PT1H", "anchor": "2026-06-01T00:00:00Z"},
         "title": "hourly digest",
     })
-    proposal = await propose(db, clock, tenant_id="acme", definition_id="hourly",
+    proposal = await propose(db, clock, tenant_id="acme", definition_id=definition_id,
                              owner_user_id="alice", spec=spec, proposed_by="agent:test")
-    await confirm(db, clock, alice, definition_id="hourly", revision=proposal.revision,
+    await confirm(db, clock, alice, definition_id=definition_id, revision=proposal.revision,
                   spec_hash=proposal.spec_hash)
     return alice
 
@@ -111,6 +113,30 @@ async def test_tick_reads_back_a_committed_admission(
     assert (again.recovered, again.planned, again.admitted) == (False, 0, 0)
     assert await occurrences(db) == [(SLOT, "scheduled", "admitted")]
     assert await tasks(db) == [(KEY, "pending")]
+
+
+async def test_an_outage_in_an_admission_lane_is_an_outage_not_a_crash(
+    db: Database, proxied_db: Database, proxy: PgProxy, clock: FakeClock
+) -> None:
+    """Five definitions due, two a batch: the first batch commits, then the server goes
+    away as a lane's COMMIT is sent (dropped: rolled back). The tick raises
+    DatabaseUnavailable itself, which a supervisor's loop retries (not an exception
+    group, which would end the supervisor); once the server is back, the next tick
+    admits every slot exactly once."""
+    alice = await confirmed_hourly(db, clock)
+    for n in range(4):
+        await confirmed_hourly(db, clock, definition_id=f"hourly{n}", principal=alice)
+    proxy.arm(Fault.DROP_COMMIT, after=1, then_down=True)
+
+    with pytest.raises(DatabaseUnavailable):
+        await tick(proxied_db, clock, batch_size=2)
+
+    proxy.go_up()
+    clock.advance(30)
+    await tick(proxied_db, clock, batch_size=2)
+    rows = await db.pool.fetch("SELECT definition_id, count(*) AS n FROM tasks GROUP BY 1 ORDER BY 1")
+    assert [(r["definition_id"], r["n"]) for r in rows] == [
+        ("hourly", 1), ("hourly0", 1), ("hourly1", 1), ("hourly2", 1), ("hourly3", 1)]
 
 
 async def test_tick_whose_commit_never_arrived_is_redone_under_the_same_key(

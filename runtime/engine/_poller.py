@@ -55,6 +55,7 @@ from watchkeeper.triggers import (
 from ..store._db import Connection, Database
 from ..store._specs import cached_spec, spec_from_json
 from ._clock import Clock
+from ._lanes import lanes as in_lanes
 from ._poll_decide import PLAN_PER_BATCH, Claim, Polled, PollEvent, decide_polls
 from ._registry import Registry
 from ._tick import DueDefinition
@@ -127,7 +128,7 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
         async with lanes:
             results[index] = await decide_polls(db, clock, chunks[index], actor, registry)
 
-    async with anyio.create_task_group() as tg:
+    async with in_lanes() as tg:  # an outage reaches the loop as DatabaseUnavailable
         for index in range(len(chunks)):
             tg.start_soon(decide, index)
     for index in range(len(chunks)):

@@ -18,6 +18,7 @@ from watchkeeper.triggers import tzdata_version
 from ..store._db import Database, Pooler
 from ._admission import STAGE_COLUMNS, RunUnit, TickReport, admit, admit_due
 from ._clock import Clock
+from ._lanes import lanes as in_lanes
 from ._registry import Registry, RunContext
 from ._tick import FIRST_KEY, DueKey, plan_tick, read_due
 
@@ -111,7 +112,7 @@ async def _admit_phases(db: Database, now: datetime, registry: Registry, actor: 
                                     registry)
     total.merge(report)
     if after is not None:
-        async with anyio.create_task_group() as tg:
+        async with in_lanes() as tg:  # an outage reaches the loop as DatabaseUnavailable
             for _ in range(max(lanes, 1)):
                 tg.start_soon(_lane, db, now, batch_size, after, actor, registry, total)
     position: DueKey | None = FIRST_KEY
