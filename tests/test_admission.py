@@ -287,7 +287,9 @@ async def test_a_restart_re_reads_durable_state_and_admits_nothing_twice(db_dsn:
 
 
 async def test_two_supervisors_racing_produce_exactly_one_task_each(db_dsn: str) -> None:
-    """40 definitions due at once; two ticks on two pools run concurrently, three rounds."""
+    """40 definitions due at once; two ticks on two pools run concurrently, three rounds:
+    together they plan each due definition once (no row is planned by both: the due rows
+    are locked SKIP LOCKED) and admit each slot once."""
     clock = FakeClock(utc("2026-06-01T00:00:00Z"))
     async with Database.open(db_dsn) as a, Database.open(db_dsn) as b:
         me = await owner(a, clock)
@@ -302,6 +304,7 @@ async def test_two_supervisors_racing_produce_exactly_one_task_each(db_dsn: str)
                 for db in (a, b):
                     tg.start_soon(_collect, reports, db, clock)
             assert sum(r.admitted for r in reports) == 40
+            assert sum(r.planned for r in reports) == 40
         counts = await a.pool.fetchrow(
             "SELECT count(*) AS tasks, count(DISTINCT idempotency_key) AS keys FROM tasks")
         assert tuple(counts) == (120, 120)
