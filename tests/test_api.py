@@ -339,3 +339,31 @@ async def test_readiness_says_how_the_supervisor_wakes(db: Database, tmp_path: P
         ready = await api.call("GET", "/readyz")
     assert ready.status_code == 200
     assert ready.json()["wake"] == "polling every 2.5 s: WATCHKEEPER_LISTEN is off"
+
+
+async def test_a_tenant_operator_sees_its_own_status_never_the_fleet(
+        db: Database, clock: FakeClock, api: Api) -> None:
+    """GET /v1/status with a tenant's operator key answers that tenant's waiting tasks
+    and notices only: no supervisor id, host name, pid, nor the agents and sources the
+    supervisors offer (acme's agent 'xss' stays unknown to globex); the fleet is the
+    CLI's (issue 18, item 5)."""
+    world = await World.build(db, clock, api)
+    await db.execute("supervisor_upsert", "box-7-sup", "acme-box.internal", 4242, clock.now(),
+                     "running", 0.5, {"heartbeat_seconds": 5.0, "agents": ["xss"],
+                                      "sources": ["acme-prices"], "loops": [], "restarts": {}})
+    made = await api.call("POST", "/v1/definitions/h/trigger", world.tokens["alice"])
+    assert made.status_code == 200, made.text
+    task = await db.pool.fetchrow("SELECT task_id, agent FROM tasks WHERE tenant_id = 'acme'")
+    assert task["agent"] != "xss"
+    globex = await api.call("GET", "/v1/status", world.tokens["operator@globex"])
+    assert globex.status_code == 200, globex.text
+    assert globex.json() == {"tenant_id": "globex", "unclaimable": [], "deliveries": {},
+                             "oldest_due": None}
+    acme = await api.call("GET", "/v1/status", world.tokens["operator@acme"])
+    assert acme.status_code == 200, acme.text
+    body = acme.json()
+    assert [(t["tenant_id"], t["task_id"], t["agent"]) for t in body["unclaimable"]] == [
+        ("acme", task["task_id"], task["agent"])]
+    for answer in (globex, acme):
+        for secret in ("xss", "acme-prices", "acme-box", "4242", "box-7-sup", "supervisors"):
+            assert secret not in answer.text, (secret, answer.text)

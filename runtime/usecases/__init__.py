@@ -123,10 +123,12 @@ if TYPE_CHECKING:
     from ._status import DeploymentStatus as DeploymentStatus
     from ._status import Readiness as Readiness
     from ._status import SupervisorState as SupervisorState
+    from ._status import TenantStatus as TenantStatus
     from ._status import UnclaimableTask as UnclaimableTask
     from ._status import readiness as readiness
     from ._status import status as status
     from ._status import supervisors as supervisors
+    from ._status import tenant_status as tenant_status
     from ._status import unclaimable_tasks as unclaimable_tasks
     from ._webhooks import add_endpoint as add_endpoint
     from ._webhooks import check_secret as check_secret
@@ -157,7 +159,8 @@ __all__ = [
     "load_replay_definitions", "prune_replays", "remove_replay", "replay", "replay_window",
     "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations", "load_spec",
     "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "readiness", "status",
-    "supervisors", "SupervisorState", "unclaimable_tasks", "UnclaimableTask",
+    "supervisors", "SupervisorState", "tenant_status", "TenantStatus", "unclaimable_tasks",
+    "UnclaimableTask",
     "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
     "rotate_secret",
 ]
@@ -221,8 +224,9 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "load_data", "load_registrations", "load_spec",
     ),
     "._status": (
-        "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "SupervisorState", "UnclaimableTask",
-        "readiness", "status", "supervisors", "unclaimable_tasks",
+        "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "SupervisorState", "TenantStatus",
+        "UnclaimableTask", "readiness", "status", "supervisors", "tenant_status",
+        "unclaimable_tasks",
     ),
     "._webhooks": (
         "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",

@@ -23,7 +23,8 @@ from ..engine._fleet import SupervisorState, offered_agents, supervisor_states
 from ..store._db import Database
 
 __all__ = ["DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "SupervisorState",
-           "UnclaimableTask", "readiness", "status", "supervisors", "unclaimable_tasks"]
+           "TenantStatus", "UnclaimableTask", "readiness", "status", "supervisors",
+           "tenant_status", "unclaimable_tasks"]
 
 DELIVERY_STATUSES = ("pending", "delivering", "delivered", "retrying", "dead", "suppressed")
 """Every status a delivery row can have, in lifecycle order."""
@@ -123,6 +124,40 @@ async def status(db: Database, now: datetime, *, tenant_id: str | None = None) -
     return DeploymentStatus(await supervisors(db, now),
                             await unclaimable_tasks(db, now, tenant_id=tenant_id),
                             {r["status"]: r["count"] for r in summary}, min(due, default=None))
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStatus:
+    """What concerns one tenant: its tasks no live supervisor can take, its deliveries
+    by status and the instant its oldest due notice has waited since (``None``: none
+    due). Nothing of the fleet: no supervisor, host, pid, nor the agents and sources
+    the supervisors offer (those are the installation administrator's,
+    :func:`status`)."""
+
+    tenant_id: str
+    unclaimable: list[UnclaimableTask]
+    deliveries: dict[str, int]
+    oldest_due: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible data (instants stay datetimes for the caller's encoder)."""
+        return {"tenant_id": self.tenant_id,
+                "unclaimable": [asdict(t) for t in self.unclaimable],
+                "deliveries": self.deliveries, "oldest_due": self.oldest_due}
+
+
+async def tenant_status(db: Database, now: datetime, tenant_id: str) -> TenantStatus:
+    """One tenant's view of the deployment as of ``now`` (aware): what a tenant's
+    operator may see (:class:`TenantStatus`).
+
+    Raises:
+        ValueError: ``now`` is naive.
+        DatabaseUnavailable: the store failed.
+    """
+    summary = await db.fetch("deliveries_summary", tenant_id)
+    due = [r["oldest_due"] for r in summary if r["oldest_due"] is not None]
+    return TenantStatus(tenant_id, await unclaimable_tasks(db, now, tenant_id=tenant_id),
+                        {r["status"]: r["count"] for r in summary}, min(due, default=None))
 
 
 @dataclass(frozen=True, slots=True)

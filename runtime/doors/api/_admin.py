@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path
@@ -68,9 +69,12 @@ class NewKeyOut(KeyOut):
 
 
 class StatusOut(BaseModel):
-    supervisors: list[dict[str, Any]]
-    unclaimable: list[dict[str, Any]]
-    deliveries: dict[str, int]
+    tenant_id: str
+    unclaimable: list[dict[str, Any]] = Field(
+        description="The tenant's due tasks whose agent no live supervisor offers.")
+    deliveries: dict[str, int] = Field(description="The tenant's notices by status.")
+    oldest_due: datetime | None = Field(
+        description="Since when the tenant's oldest due notice has waited (null: none).")
 
 
 def _tenant(principal: uc.Principal) -> str:
@@ -133,11 +137,10 @@ async def revoke_key(svc: Svc, principal: Authenticated,
     await uc.revoke_key(svc.db, svc.clock, key_id, tenant_id=_tenant(principal))
 
 
-@router.get("/status", response_model=StatusOut, summary="Supervisors and backlog")
+@router.get("/status", response_model=StatusOut, summary="The tenant's waiting work")
 async def status(svc: Svc, principal: Authenticated) -> dict[str, Any]:
-    """Supervisors (live or not, agents and sources they offer), the tenant's tasks no
-    live supervisor can take, and the tenant's outbox backlog."""
-    state = await uc.status(svc.db, svc.clock.now(), tenant_id=_tenant(principal))
-    plain = state.to_json()
-    return {"supervisors": plain["supervisors"], "unclaimable": plain["unclaimable"],
-            "deliveries": plain["deliveries"]}
+    """The tenant's tasks no live supervisor can take and the tenant's outbox backlog.
+    Nothing of the installation's fleet (supervisors, hosts, pids, the agents and
+    sources they offer): that is the installation administrator's
+    (``watchkeeper status``)."""
+    return (await uc.tenant_status(svc.db, svc.clock.now(), _tenant(principal))).to_json()
