@@ -179,3 +179,57 @@ async def test_beyond_the_clock_skew_budget_nothing_new_is_dispatched(db: Databa
             supervisor.stop()
     assert await db.pool.fetchval("SELECT decided_at FROM occurrences") == utc(
         "2026-06-01T00:00:04Z")
+
+
+async def test_a_killed_supervisor_is_marked_lost_once_its_heartbeat_expires(
+        db: Database, tmp_path: Path) -> None:
+    """A supervisor that left a 'running' heartbeat and no stop (SIGKILL) is marked lost
+    by a live supervisor's heartbeat once more than 3 of its 5 s intervals have passed
+    (not at exactly 15 s), and shown lost by `status`, the CLI and the
+    watchkeeper_supervisors_lost gauge; a supervisor that stopped is never lost
+    (issue 18, item 10)."""
+    import os
+    import sys
+    from datetime import UTC, datetime
+
+    from _api import serving
+
+    from watchkeeper.runtime import usecases as uc
+
+    # an hour before the real time, so that the CLI's real-time read sees the same past
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    clock = FakeClock(start)
+    await db.execute("supervisor_upsert", "killed-1", "box", 4242, start, "running", None,
+                     {"heartbeat_seconds": 5.0, "agents": ["digest"], "sources": []})
+    supervisor = Supervisor(db, clock, config(tmp_path, heartbeat_seconds=5.0))
+    seen: dict[int, tuple[str, bool]] = {}
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(supervisor.run)
+            for second in (5, 10, 15, 20):
+                clock.advance(5)
+                await supervisor.wait_idle()
+                row = await db.pool.fetchrow(
+                    "SELECT status, detail FROM supervisors WHERE supervisor_id = 'killed-1'")
+                state = {s.supervisor_id: s for s in await uc.supervisors(db, clock.now())}
+                seen[second] = (row["status"], state["killed-1"].lost)
+                assert not state["sup-1"].lost and state["sup-1"].live
+            assert row["detail"]["was"] == "running"
+            async with serving(db, clock, tmp_path) as api:
+                metrics = (await api.call("GET", "/metrics")).text
+            supervisor.stop()
+    assert seen == {5: ("running", False), 10: ("running", False), 15: ("running", False),
+                    20: ("lost", True)}
+    assert "watchkeeper_supervisors_lost 1.0" in metrics
+    assert "watchkeeper_supervisors_alive 1.0" in metrics
+    clock.advance(3600)  # the stopped one stays stopped, never lost
+    state = {s.supervisor_id: s for s in await uc.supervisors(db, clock.now())}
+    assert (state["sup-1"].status, state["sup-1"].lost) == ("stopped", False)
+    assert (state["killed-1"].status, state["killed-1"].lost, state["killed-1"].live) == (
+        "lost", True, False)
+    env = {**os.environ, "DATABASE_URL": db.dsn or "", "WATCHKEEPER_HOME": str(tmp_path),
+           "COLUMNS": "200"}
+    done = await anyio.run_process([sys.executable, "-m", "watchkeeper", "status"], env=env)
+    lines = {line.split(":")[0]: line for line in done.stdout.decode().splitlines()}
+    assert "lost (no heartbeat for" in lines["killed-1"] and "no stop recorded" in lines["killed-1"]
+    assert lines["sup-1"].startswith("sup-1: stopped")

@@ -4,8 +4,10 @@ Each supervisor writes a heartbeat row (``supervisors``) every ``heartbeat_secon
 its ``detail`` names the agents its workers have (``agents``; empty when it runs no
 workers) and the condition sources its poller reads (``sources``). A supervisor is
 *live* when its status is not ``stopped`` and its last heartbeat is at most
-:data:`LIVE_HEARTBEATS` intervals old (the rule ``watchkeeper status`` shows as
-"unresponsive"). A heartbeat written before supervisors named their agents has no
+:data:`LIVE_HEARTBEATS` intervals old. One that is not live and never recorded a stop
+is *lost* (killed, or its host gone): every live supervisor's heartbeat marks such rows
+``lost`` in the table (:func:`mark_lost`), and a read shows them lost even before that
+(no supervisor left to mark them). A heartbeat written before supervisors named their agents has no
 ``agents`` entry: such a supervisor claims tasks of any agent, so while one is live no
 agent counts as unoffered.
 """
@@ -19,8 +21,8 @@ from typing import Any
 
 from ..store._db import Database
 
-__all__ = ["LIVE_HEARTBEATS", "SupervisorState", "heartbeat_detail", "offered_agents",
-           "supervisor_states"]
+__all__ = ["LIVE_HEARTBEATS", "LostSupervisor", "SupervisorState", "heartbeat_detail",
+           "mark_lost", "offered_agents", "supervisor_states"]
 
 LIVE_HEARTBEATS = 3
 """A supervisor whose last heartbeat is older than this many of its intervals is not live."""
@@ -36,7 +38,10 @@ class SupervisorState:
         heartbeat_seconds: its heartbeat interval, seconds.
         agents, sources: what it offers (sorted names); ``None`` when its heartbeat
             does not say (written by an earlier version).
-        live: status not ``stopped`` and heartbeat within ``LIVE_HEARTBEATS`` intervals.
+        live: status neither ``stopped`` nor ``lost``, and heartbeat within
+            ``LIVE_HEARTBEATS`` intervals.
+        lost: not live and no stop recorded (status ``lost``, or a heartbeat expired that
+            no live supervisor has marked yet).
         silent_seconds: seconds since its last heartbeat (may be negative when its clock
             is ahead of the reader's).
     """
@@ -53,6 +58,7 @@ class SupervisorState:
     sources: tuple[str, ...] | None
     live: bool
     silent_seconds: float
+    lost: bool = False
 
 
 def heartbeat_detail(*, loops: Sequence[str], restarts: Mapping[str, int],
@@ -81,12 +87,41 @@ def _state(row: Mapping[str, Any], now: datetime) -> SupervisorState:
     detail = row["detail"] or {}
     every = float(detail.get("heartbeat_seconds", _DEFAULT_HEARTBEAT_SECONDS))
     silent = (now - row["heartbeat_at"]).total_seconds()
-    live = row["status"] != "stopped" and (
+    live = row["status"] not in ("stopped", "lost") and (
         now - row["heartbeat_at"] <= timedelta(seconds=LIVE_HEARTBEATS * every))
     return SupervisorState(
         row["supervisor_id"], row["hostname"], row["pid"], row["started_at"],
         row["heartbeat_at"], row["status"], row["clock_offset_ms"], every,
-        _names(detail.get("agents")), _names(detail.get("sources")), live, silent)
+        _names(detail.get("agents")), _names(detail.get("sources")), live, silent,
+        not live and row["status"] != "stopped")
+
+
+@dataclass(frozen=True, slots=True)
+class LostSupervisor:
+    """A supervisor :func:`mark_lost` just marked: its last heartbeat (UTC) and the
+    status it had then (``running``, ``draining``, ``clock_uncertain``)."""
+
+    supervisor_id: str
+    hostname: str
+    pid: int
+    heartbeat_at: datetime
+    was: str
+
+
+async def mark_lost(db: Database, now: datetime) -> list[LostSupervisor]:
+    """Mark ``lost`` every supervisor whose heartbeat is more than
+    :data:`LIVE_HEARTBEATS` of its intervals older than ``now`` (aware; PostgreSQL's
+    time, as the heartbeats are) and that never recorded a stop; return those marked.
+
+    Raises:
+        ValueError: ``now`` is naive.
+        DatabaseUnavailable: the store failed.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now is a naive datetime. Fix: pass an aware instant (UTC).")
+    rows = await db.fetch("supervisors_mark_lost", now, float(LIVE_HEARTBEATS))
+    return [LostSupervisor(r["supervisor_id"], r["hostname"], r["pid"], r["heartbeat_at"],
+                           r["was"]) for r in rows]
 
 
 def _names(value: Any) -> tuple[str, ...] | None:

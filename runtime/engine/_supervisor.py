@@ -57,7 +57,7 @@ from ._agents import AgentCatalog
 from ._clock import AnchoredClock, Clock, DatabaseTime, TimeAuthority
 from ._delivery_store import PgDeliveryStore
 from ._drain import DrainReport, Shutdown
-from ._fleet import heartbeat_detail
+from ._fleet import heartbeat_detail, mark_lost
 from ._poller import poll_once
 from ._registry import Registry, register
 from ._scheduler import execute_run, tick, warm_tick
@@ -705,6 +705,11 @@ class Supervisor:
             await self._heartbeat_once(
                 "draining" if self._shutdown is not Shutdown.RUNNING
                 else "clock_uncertain" if self._uncertain else "running")
+            for gone in await mark_lost(self.db, self.clock.now()):
+                log.warning("supervisor %s (%s, pid %d) is lost: no heartbeat since %s (it "
+                            "was %s) and no stop recorded; its leases expire and are taken "
+                            "over", gone.supervisor_id, gone.hostname, gone.pid,
+                            gone.heartbeat_at.isoformat(), gone.was)
         return False
 
     async def _heartbeat_once(self, status: str) -> None:

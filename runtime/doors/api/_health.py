@@ -123,6 +123,9 @@ async def _database_families(svc: Any) -> list[Metric]:
                           "due notice has waited (0: none due).", value=max(age, 0.0)),
         GaugeMetricFamily("watchkeeper_supervisors_alive", "Supervisors with a recent "
                           "heartbeat.", value=alive),
+        GaugeMetricFamily("watchkeeper_supervisors_lost", "Supervisors whose heartbeat "
+                          "expired with no stop recorded (killed, or their host gone).",
+                          value=sum(1 for s in state.supervisors if s.lost)),
         GaugeMetricFamily("watchkeeper_tasks_unclaimable", "Due tasks whose agent no live "
                           "supervisor offers.", value=len(state.unclaimable)),
         offsets,

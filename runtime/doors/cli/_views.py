@@ -73,8 +73,9 @@ def status_cmd(tenant: Annotated[str | None, typer.Option(help="Only this tenant
                   "('watchkeeper tick' runs without one)")
     for s in state.supervisors:
         offset = "" if s.clock_offset_ms is None else f", clock offset {s.clock_offset_ms:.0f} ms"
-        shown = s.status if s.live or s.status == "stopped" else (
-            f"unresponsive (no heartbeat for {s.silent_seconds:.0f} s; was {s.status})")
+        was = "" if s.status == "lost" else f"; was {s.status}"
+        shown = s.status if not s.lost else (
+            f"lost (no heartbeat for {s.silent_seconds:.0f} s{was}; no stop recorded)")
         offers = ("" if s.agents is None else
                   f"; agents {', '.join(s.agents) or 'none'}, sources {', '.join(s.sources or ()) or 'none'}")
         out.print(f"{s.supervisor_id}: {shown}, last heartbeat {format_utc(s.heartbeat_at)}"

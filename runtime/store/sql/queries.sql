@@ -1037,6 +1037,19 @@ SET heartbeat_at = EXCLUDED.heartbeat_at, status = EXCLUDED.status,
 -- name: supervisor_set_status
 UPDATE supervisors SET status = $2, detail = $3 WHERE supervisor_id = $1;
 
+-- Supervisors whose heartbeat expired at $1 (more than $2 of their own intervals old,
+-- 5 s when the heartbeat does not say) and that never recorded a stop: a process that was
+-- killed, or lost its host. Marked 'lost', keeping what it was and when it was found out;
+-- a supervisor that comes back overwrites the mark with its next heartbeat.
+-- name: supervisors_mark_lost
+UPDATE supervisors
+SET status = 'lost',
+    detail = detail || jsonb_build_object('lost_at', $1::timestamptz, 'was', status)
+WHERE status NOT IN ('stopped', 'lost')
+  AND heartbeat_at < $1::timestamptz - make_interval(
+        secs => $2::float8 * coalesce((detail ->> 'heartbeat_seconds')::float8, 5))
+RETURNING supervisor_id, hostname, pid, heartbeat_at, detail ->> 'was' AS was;
+
 -- name: supervisors_list
 SELECT supervisor_id, hostname, pid, started_at, heartbeat_at, status, clock_offset_ms, detail
 FROM supervisors ORDER BY heartbeat_at DESC;
