@@ -78,6 +78,11 @@ if TYPE_CHECKING:
     from ._operations import keep_database_clock as keep_database_clock
     from ._operations import supervisor_config as supervisor_config
     from ._operations import tick_once as tick_once
+    from ._page_sessions import SESSION_SECONDS as SESSION_SECONDS
+    from ._page_sessions import PageSession as PageSession
+    from ._page_sessions import close_page_session as close_page_session
+    from ._page_sessions import open_page_session as open_page_session
+    from ._page_sessions import page_session_principal as page_session_principal
     from ._polls import PollCursor as PollCursor
     from ._polls import PollsPage as PollsPage
     from ._polls import PollsQuery as PollsQuery
@@ -151,6 +156,8 @@ __all__ = [
     "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
     "trigger_now", "TriggerResult", "database_clock", "database_server",
     "keep_database_clock", "supervisor_config", "tick_once",
+    "SESSION_SECONDS", "PageSession", "close_page_session", "open_page_session",
+    "page_session_principal",
     "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
     "get_preferences", "parse_channels", "parse_importance", "parse_quiet",
     "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",
@@ -195,6 +202,10 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "._operations": (
         "database_clock", "database_server", "keep_database_clock", "supervisor_config",
         "tick_once",
+    ),
+    "._page_sessions": (
+        "SESSION_SECONDS", "PageSession", "close_page_session", "open_page_session",
+        "page_session_principal",
     ),
     "._polls": (
         "PollCursor", "PollsPage", "PollsQuery", "polls", "require_definition",

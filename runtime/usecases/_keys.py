@@ -161,8 +161,9 @@ async def list_keys(db: Database, tenant_id: str | None = None) -> list[ApiKey]:
 
 async def revoke_key(db: Database, clock: Clock, key_id: str, *,
                      tenant_id: str | None = None) -> None:
-    """Revoke a key at once (its next request is 401). With ``tenant_id``, only a key
-    of that tenant (an operator key revokes its own tenant's keys).
+    """Revoke a key at once (its next request is 401), and end the page sessions it
+    signed in. With ``tenant_id``, only a key of that tenant (an operator key revokes
+    its own tenant's keys).
 
     Raises:
         NotFound: no such unrevoked key (in that tenant).

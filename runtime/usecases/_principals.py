@@ -75,7 +75,8 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
                    replay: bool = False) -> str:
     """Create (or, with ``rotate``, re-key) a user; return their new API token.
 
-    The token is shown once; only its SHA-256 is stored.
+    The token is shown once; only its SHA-256 is stored. A new token (``rotate``) ends
+    every page session the old one signed in.
 
     Raises:
         SpecError: every invalid field at once: an invalid id; a zone that
@@ -100,7 +101,8 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
     now = clock.now()
     async with db.transaction() as tx:
         if rotate:
-            if await tx.fetchval("user_rotate_token", tenant_id, user_id, _token_digest(token)) is None:
+            if await tx.fetchval("user_rotate_token", tenant_id, user_id, _token_digest(token),
+                                 now) is None:
                 raise NotFound(f"no user {tenant_id}/{user_id}")
             return token
         await tx.execute("tenant_ensure", tenant_id, now)

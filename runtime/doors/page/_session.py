@@ -1,12 +1,14 @@
-"""Who is looking: sign in with a user token or an operator key, kept in a cookie;
-sign out; and the ``Viewer`` dependency every view takes.
+"""Who is looking: sign in with a user token or an operator key, which opens a
+server-side session; sign out, which ends it; and the ``Viewer`` dependency every view
+takes.
 
-The cookie holds the credential itself (there is no server-side session to leak or
-to expire separately): ``HttpOnly`` (no script reads it; the page has no script),
-``SameSite=Strict`` (another site's link or form arrives without it), ``Secure`` when
-the page is served over https, ``Path=/``, 12 hours. Every request authenticates it
-again with ``usecases.authenticate_bearer``, so revoking the key or replacing the
-token signs the viewer out at the next click.
+The cookie holds a random session id, never the credential (``usecases`` stores only
+its SHA-256, :mod:`watchkeeper.runtime.usecases._page_sessions`): ``HttpOnly`` (no
+script reads it; the page has no script), ``SameSite=Strict`` (another site's link or
+form arrives without it), ``Secure`` when the page is served over https, ``Path=/``,
+for the session's 12 hours. Every request looks the session up again, so sign-out,
+revoking the key or replacing the token signs the viewer out at the next click; the id
+is no Bearer credential of the API.
 
 CSRF: besides ``SameSite=Strict``, the two POST forms refuse a request whose
 ``Origin`` header (or, when a browser sends none, its ``Referer``) is not this page's
@@ -70,19 +72,16 @@ async def viewer(request: Request) -> uc.Principal:
     """The signed-in user or operator of the request's session cookie.
 
     Raises:
-        SignInRequired: no cookie; or (reason ``expired``, the cookie is cleared) one
-            that no longer authenticates (revoked, replaced) or is not a user's or an
-            operator's.
+        SignInRequired: no cookie; or (reason ``expired``, the cookie is cleared) a
+            session that is unknown, expired, signed out, or whose key was revoked or
+            token replaced.
     """
-    token = request.cookies.get(COOKIE)
-    if not token:
+    session_id = request.cookies.get(COOKIE)
+    if not session_id:
         raise SignInRequired()
     svc = services(request)
-    try:
-        principal = await uc.authenticate_bearer(svc.db, svc.clock, token)
-    except AuthError as exc:
-        raise SignInRequired("expired") from exc
-    if uc.principal_kind(principal) not in PAGE_KINDS:
+    principal = await uc.page_session_principal(svc.db, svc.clock, session_id)
+    if principal is None:
         raise SignInRequired("expired")
     return principal
 
@@ -142,9 +141,9 @@ async def sign_in_form(next_path: Annotated[str, Query(alias="next", max_length=
 
 @router.post("/sign-in")
 async def sign_in(request: Request) -> Response:
-    """Check the pasted credential; a user token or an operator key sets the cookie and
-    goes on to ``next``; anything else answers the form again with the reason (401, or
-    403 for an agent key or the tick secret)."""
+    """Check the pasted credential; a user token or an operator key opens a session,
+    sets its id in the cookie and goes on to ``next``; anything else answers the form
+    again with the reason (401, or 403 for an agent key or the tick secret)."""
     check_origin(request)
     form = await _form(request)
     token, next_path = form.get("token", "").strip(), safe_next(form.get("next"))
@@ -159,16 +158,23 @@ async def sign_in(request: Request) -> Response:
     kind = uc.principal_kind(principal)
     if kind not in PAGE_KINDS:
         return render("sign_in.html", status_code=403, next_path=next_path, message=_REFUSED[kind])
+    session = await uc.open_page_session(svc.db, svc.clock, principal, token,
+                                         seconds=MAX_AGE_SECONDS)
     response = RedirectResponse(next_path, status_code=303)
-    response.set_cookie(COOKIE, token, max_age=MAX_AGE_SECONDS, path="/",
+    response.set_cookie(COOKIE, session.session_id, max_age=MAX_AGE_SECONDS, path="/",
                         secure=request.url.scheme == "https", httponly=True, samesite="strict")
     return response
 
 
 @router.post("/sign-out")
 async def sign_out(request: Request) -> Response:
-    """Forget the session cookie and go back to the sign-in form."""
+    """End the session (server-side: its id no longer opens the page, wherever a copy
+    of the cookie went), clear the cookie and go back to the sign-in form."""
     check_origin(request)
+    session_id = request.cookies.get(COOKIE)
+    if session_id:
+        svc = services(request)
+        await uc.close_page_session(svc.db, svc.clock, session_id)
     response = RedirectResponse("/sign-in", status_code=303)
     response.delete_cookie(COOKIE, path="/", secure=request.url.scheme == "https",
                            httponly=True, samesite="strict")

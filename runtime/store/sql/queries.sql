@@ -160,7 +160,16 @@ ON CONFLICT DO NOTHING
 RETURNING user_id;
 
 -- name: user_rotate_token
-UPDATE users SET token_sha256 = $3 WHERE tenant_id = $1 AND user_id = $2 RETURNING user_id;
+-- The page sessions the old token signed in end with it, in the same statement ($4: now).
+WITH rotated AS (
+    UPDATE users SET token_sha256 = $3 WHERE tenant_id = $1 AND user_id = $2
+    RETURNING tenant_id, user_id
+), sessions AS (
+    UPDATE page_sessions p SET revoked_at = $4, revoked_why = 'token replaced'
+    FROM rotated r
+    WHERE p.tenant_id = r.tenant_id AND p.user_id = r.user_id AND p.revoked_at IS NULL
+)
+SELECT user_id FROM rotated;
 
 -- name: user_by_token
 SELECT tenant_id, user_id FROM users WHERE token_sha256 = $1;
@@ -1557,6 +1566,7 @@ WITH
   p AS (DELETE FROM notification_preferences WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   q AS (DELETE FROM webhook_secrets WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   r AS (DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  pg AS (DELETE FROM page_sessions WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   s AS (DELETE FROM users WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   t AS (DELETE FROM api_keys WHERE tenant_id = $1 AND $1 LIKE '\_replay-%')
 DELETE FROM tenants WHERE tenant_id = $1 AND $1 LIKE '\_replay-%' RETURNING tenant_id;
@@ -1598,10 +1608,17 @@ WHERE ($1::text IS NULL OR tenant_id = $1)
 ORDER BY tenant_id NULLS FIRST, created_at, key_id;
 
 -- name: api_key_revoke
-UPDATE api_keys SET revoked_at = $3
-WHERE key_id = $1 AND tenant_id IS NOT DISTINCT FROM coalesce($2, tenant_id)
-  AND revoked_at IS NULL
-RETURNING key_id;
+-- The page sessions the key signed in end with it, in the same statement.
+WITH revoked AS (
+    UPDATE api_keys SET revoked_at = $3
+    WHERE key_id = $1 AND tenant_id IS NOT DISTINCT FROM coalesce($2, tenant_id)
+      AND revoked_at IS NULL
+    RETURNING key_id
+), sessions AS (
+    UPDATE page_sessions SET revoked_at = $3, revoked_why = 'key revoked'
+    WHERE key_id IN (SELECT key_id FROM revoked) AND revoked_at IS NULL
+)
+SELECT key_id FROM revoked;
 
 -- name: replay_lock
 -- A running replay holds this lock on its tenant in a transaction it keeps open for as
@@ -1622,3 +1639,36 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 
 -- name: definitions_of_owner
 SELECT definition_id FROM definitions WHERE tenant_id = $1 AND owner_user_id = $2;
+
+-- ---------------------------------------------------------------- page sessions
+
+-- name: page_session_insert
+INSERT INTO page_sessions (session_sha256, kind, tenant_id, user_id, token_sha256, key_id,
+                           created_at, expires_at, last_seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7);
+
+-- name: page_session_use
+-- The principal of a session at $2 (now): not revoked, not expired, and its credential
+-- still the one that signed in (the user's token unchanged, the operator key unrevoked);
+-- last_seen_at moves to $2.
+UPDATE page_sessions s SET last_seen_at = $2
+WHERE s.session_sha256 = $1 AND s.revoked_at IS NULL AND s.expires_at > $2
+  AND CASE s.kind
+        WHEN 'user' THEN EXISTS (
+            SELECT 1 FROM users u
+            WHERE u.tenant_id = s.tenant_id AND u.user_id = s.user_id
+              AND u.token_sha256 = s.token_sha256)
+        ELSE EXISTS (
+            SELECT 1 FROM api_keys k
+            WHERE k.key_id = s.key_id AND k.kind = 'operator' AND k.revoked_at IS NULL)
+      END
+RETURNING s.kind, s.tenant_id, s.user_id, s.key_id, s.expires_at;
+
+-- name: page_session_revoke
+UPDATE page_sessions SET revoked_at = $2, revoked_why = $3
+WHERE session_sha256 = $1 AND revoked_at IS NULL
+RETURNING kind;
+
+-- name: page_sessions_prune
+-- Sessions past their expiry ($1: now) are of no use to anyone.
+DELETE FROM page_sessions WHERE expires_at <= $1;
