@@ -7,6 +7,7 @@ once, run once and delivered once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -168,3 +169,75 @@ async def test_the_embedded_postgresql_restarting_each_round(tmp_path: Path) -> 
         finally:
             await admin.close()
     assert len(checks) == ROUNDS and all(c.startswith("unreachable") for c in checks), checks
+
+
+async def test_run_and_serve_started_inside_an_outage_wait_and_then_admit(
+        db: Database, proxy: Any, tmp_path: Path) -> None:
+    """`watchkeeper run` and `watchkeeper serve`, started while the database is away (the
+    proxy refuses every connection for 10 s), do not exit: serve answers /readyz 503
+    with 'database: unreachable' meanwhile; once the database is back both migrate,
+    sample PostgreSQL's clock, heartbeat and serve (/readyz 200), the slot that fell due
+    during the outage is admitted once, and SIGTERM ends both with 0 (issue 18, item 8)."""
+    import os
+    import signal
+    import socket
+    import sys
+    from datetime import UTC, datetime
+
+    import httpx
+
+    from watchkeeper.runtime.engine._clock import SystemClock
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    due = now + timedelta(seconds=5)  # falls due during the outage
+    await confirmed(db, SystemClock(), {  # type: ignore[arg-type]
+        "trigger": {"type": "at", "at": due.strftime("%Y-%m-%dT%H:%M:%S"), "zone": "UTC"},
+        "lateness": {"policy": "skip_expired", "late_grace": 600}})
+    await proxy.go_down()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": proxy.dsn, "WATCHKEEPER_HOME": str(tmp_path),
+           "WATCHKEEPER_WORKERS": "1"}
+    command = [sys.executable, "-m", "watchkeeper"]
+    logs = [tmp_path / "run.log", tmp_path / "serve.log"]
+    with logs[0].open("wb") as run_log, logs[1].open("wb") as serve_log:
+        runner = await anyio.open_process([*command, "run"], env=env, stdout=run_log,
+                                          stderr=run_log)
+        server = await anyio.open_process([*command, "serve", "--port", str(port)], env=env,
+                                          stdout=serve_log, stderr=serve_log)
+    url = f"http://127.0.0.1:{port}/readyz"
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            outage: list[tuple[int, str]] = []
+            with anyio.fail_after(30):
+                while not outage:
+                    with contextlib.suppress(httpx.TransportError):
+                        answer = await client.get(url)
+                        outage.append((answer.status_code, answer.json()["checks"]["database"]))
+                    await anyio.sleep(0.2)
+            await anyio.sleep(max(0.0, 10 - (datetime.now(UTC) - now).total_seconds()))
+            assert runner.returncode is None and server.returncode is None, [
+                p.read_text() for p in logs]
+            proxy.go_up()
+            with anyio.fail_after(60):  # the start's backoff is capped at 30 s
+                while True:
+                    beats = await db.pool.fetch("SELECT status FROM supervisors")
+                    admitted = await db.pool.fetchval("SELECT count(*) FROM tasks")
+                    ready = await client.get(url)
+                    if len(beats) == 2 and admitted and ready.status_code == 200:
+                        break
+                    await anyio.sleep(0.5)
+        assert outage[0][0] == 503 and outage[0][1].startswith("unreachable"), outage
+        rows = await db.pool.fetch("SELECT o.decision, t.status FROM occurrences o JOIN tasks t "
+                                   "USING (tenant_id, definition_id, binding_id, slot, kind)")
+        assert [r["decision"] for r in rows] == ["admitted"]
+        assert {r["status"] for r in beats} <= {"running"}
+    finally:
+        for process in (runner, server):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(60):
+            codes = [await runner.wait(), await server.wait()]
+    assert codes == [0, 0], [p.read_text() for p in logs]
+    assert "database unreachable at start" in logs[0].read_text()

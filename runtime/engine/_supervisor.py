@@ -281,13 +281,8 @@ class Supervisor:
         Raises:
             LoopDied: a loop kept failing.
         """
-        if self.authority is not None:
-            await self._sample_step()  # know the time before deciding anything
-        for definition in self.registry:
-            await register(self.db, self.clock, definition)
-        if self._wake_reason is not None:
-            log.warning("wake-up: %s", self._wake_state())
-        await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
+        if not await self._start():
+            return  # stopped before the database could be reached: nothing to record
         try:
             await warm_tick(self.db, self.config.admission_lanes + 1)
         except WatchkeeperError as exc:  # an optimisation: the first tick prepares them
@@ -320,6 +315,66 @@ class Supervisor:
                                           {**self._detail(), "dead_loops": sorted(self._dead)})
                 except WatchkeeperError:
                     log.warning("could not record the supervisor's stop")
+
+    async def _start(self) -> bool:
+        """What comes before the loops: the database open (:meth:`Database.opening`
+        may still be trying), a first sample of its clock (know the time before
+        deciding anything), the operator's definitions registered and a first
+        heartbeat. A failure for want of the database (:class:`DatabaseUnavailable`)
+        starts over after the loops' backoff, for as long as it takes (with a
+        ``restart_limit``, :class:`LoopDied` after that many).
+
+        Returns:
+            ``False`` when a stop (:meth:`drain`) came while waiting for the database.
+        """
+        failures = 0
+        while True:
+            try:
+                if not self.db.is_open and not await self._unless_stopped(self.db.wait_open):
+                    return False
+                self._wake_reason = ("WATCHKEEPER_LISTEN is off" if not self.config.listen
+                                     else self.db.listen_unavailable())
+                if self.authority is not None:
+                    assert isinstance(self.clock, AnchoredClock)
+                    try:
+                        await self.clock.resample(self.authority)
+                        self._sample_error = None
+                    except DatabaseUnavailable:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - as _sample_step: uncertain
+                        self._sample_error = str(exc) or type(exc).__name__
+                    await self._clock_uncertain()
+                for definition in self.registry:
+                    await register(self.db, self.clock, definition)
+                await self._heartbeat_once("clock_uncertain" if self._uncertain else "running")
+            except DatabaseUnavailable as exc:
+                failures += 1
+                limit = self.config.restart_limit
+                if limit is not None and failures > limit:
+                    raise LoopDied("start", exc) from exc
+                delay = backoff_seconds(failures, base=1.0, cap=30.0)
+                log.warning("starting: the database is unreachable (%s); trying again in "
+                            "%.1f s", exc, delay)
+                if not await self._unless_stopped(self.clock.sleep, delay):
+                    return False
+                continue
+            if failures:
+                log.info("started after %d failed attempt(s) to reach the database", failures)
+            if self._wake_reason is not None:
+                log.warning("wake-up: %s", self._wake_state())
+            return True
+
+    async def _unless_stopped(self, wait: Callable[..., Awaitable[None]], *args: Any) -> bool:
+        """Await ``wait(*args)``; ``False`` if a stop request came first (it is
+        abandoned), ``True`` once it has returned."""
+        if self._wake.is_set():
+            return False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._cancel_on, self._wake, tg.cancel_scope)
+            await wait(*args)
+            tg.cancel_scope.cancel()
+            return True
+        return False
 
     def drain(self, seconds: float | None = None) -> Shutdown:
         """Shut down gracefully, one step further per call (``watchkeeper run`` calls it

@@ -38,6 +38,7 @@ import functools
 import hashlib
 import json
 import logging
+import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -46,6 +47,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any, TypeVar
 
+import anyio
 import asyncpg
 
 from .._errors import CommitOutcomeUnknown, ConfigError, DatabaseUnavailable, WatchkeeperError
@@ -262,14 +264,97 @@ class Database:
     ``queries.sql`` and positional parameters.
     """
 
-    def __init__(self, pool: asyncpg.Pool, schema: str = DEFAULT_SCHEMA,
+    def __init__(self, pool: asyncpg.Pool | None, schema: str = DEFAULT_SCHEMA,
                  pooler: Pooler = Pooler.SESSION, dsn: str | None = None) -> None:
-        self.pool = pool
+        self._pool = pool
+        self._opened = anyio.Event()
+        if pool is not None:
+            self._opened.set()
+        self._why_not_open = "connecting"
         self.schema = schema
         self.pooler = pooler
         """``SESSION`` or ``TRANSACTION``: what :meth:`open` found or was told."""
         self.dsn = dsn
         """The DSN the pool connects with (for :meth:`listening`'s own connection)."""
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool.
+
+        Raises:
+            DatabaseUnavailable: not open yet (:meth:`opening` is still trying).
+        """
+        if self._pool is None:
+            raise DatabaseUnavailable(f"not connected yet: {self._why_not_open}")
+        return self._pool
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the pool is open (and the schema migrated, when asked)."""
+        return self._opened.is_set()
+
+    async def wait_open(self) -> None:
+        """Return once the database is open (at once for :meth:`open`'s)."""
+        await self._opened.wait()
+
+    @classmethod
+    @asynccontextmanager
+    async def opening(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
+                      max_size: int = 10, migrate: bool = True,
+                      pooler: Pooler | str = Pooler.AUTO, retry_base: float = 1.0,
+                      retry_cap: float = 30.0) -> AsyncIterator[Database]:
+        """Yield a :class:`Database` at once and open it meanwhile: probe, pool, first
+        connection and migrations as :meth:`open` does, each failure for want of the
+        server (:class:`DatabaseUnavailable`: refused, reset, terminated backends, a
+        server starting up or shutting down) retried after a capped backoff (full
+        jitter under ``retry_base`` seconds doubling up to ``retry_cap``, the
+        supervisor loops' backoff), for as long as it takes. Until it is open every
+        statement raises :class:`DatabaseUnavailable` naming the last failure, and
+        :meth:`wait_open` waits; a process can serve its readiness probe meanwhile.
+
+        Raises:
+            ConfigError: as :meth:`open`: a problem a retry will not fix ends the block.
+        """
+        check_schema(schema)
+        db = cls(None, schema, _pooler(pooler), dsn)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(db._open_retrying, min_size, max_size, migrate, retry_base, retry_cap)
+            try:
+                yield db
+            finally:
+                tg.cancel_scope.cancel()
+                if db._pool is not None:
+                    with anyio.CancelScope(shield=True):
+                        await db._pool.close()
+
+    async def _open_retrying(self, min_size: int, max_size: int, migrate: bool,
+                             base: float, cap: float) -> None:
+        assert self.dsn is not None
+        failures = 0
+        while True:
+            pool: asyncpg.Pool | None = None
+            try:
+                pool, found = await _connect(self.dsn, self.schema, min_size, max_size,
+                                             self.pooler)
+                if migrate:  # before anyone else may use the pool
+                    await Database(pool, self.schema, found, self.dsn).migrate()
+                self._pool, self.pooler = pool, found
+            except BaseException as exc:
+                if pool is not None:
+                    pool.terminate()
+                if not isinstance(exc, DatabaseUnavailable):
+                    raise
+                failures += 1
+                self._why_not_open = str(exc)
+                delay = random.uniform(0, min(cap, base * 2 ** (failures - 1)))
+                log.warning("database unreachable at start (%s); attempt %d, trying again in "
+                            "%.1f s", exc, failures, delay)
+                await anyio.sleep(delay)
+                continue
+            if failures:
+                log.info("database reachable after %d failed attempt(s)", failures)
+            self._opened.set()
+            return
 
     @classmethod
     @asynccontextmanager
@@ -297,22 +382,8 @@ class Database:
                 not resolved, too many connections, starting up or shutting down).
         """
         check_schema(schema)
-        found = _pooler(pooler)
-        if found is not Pooler.SESSION:
-            with _connecting():
-                found = await _probe(dsn, found)
-        pooled = found is Pooler.TRANSACTION
-        init = functools.partial(_init_connection, schema=schema, pooler=found)
-        with _connecting():
-            pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, init=init, command_timeout=60,
-                server_settings=None if pooled else server_settings(schema),
-                statement_cache_size=0 if pooled else 100,  # asyncpg's default
-            )
-        assert pool is not None
+        pool, found = await _connect(dsn, schema, min_size, max_size, _pooler(pooler))
         try:
-            with _connecting():  # with min_size=0 the first connection is made here
-                await pool.release(await pool.acquire())
             db = cls(pool, schema, found, dsn)
             if migrate:
                 await db.migrate()
@@ -567,6 +638,36 @@ class Connection:
             if self._path is not None:
                 await self.raw.execute(QUERIES["staging_tables"])
             await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
+
+
+async def _connect(dsn: str, schema: str, min_size: int, max_size: int,
+                   pooler: Pooler) -> tuple[asyncpg.Pool, Pooler]:
+    """Settle ``pooler`` (a probe unless ``SESSION``), make the pool and its first
+    connection; return the pool and what the connections are on the server.
+
+    Raises:
+        ConfigError, DatabaseUnavailable: as :meth:`Database.open`.
+    """
+    found = pooler
+    if found is not Pooler.SESSION:
+        with _connecting():
+            found = await _probe(dsn, found)
+    pooled = found is Pooler.TRANSACTION
+    init = functools.partial(_init_connection, schema=schema, pooler=found)
+    with _connecting():
+        pool = await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, init=init, command_timeout=60,
+            server_settings=None if pooled else server_settings(schema),
+            statement_cache_size=0 if pooled else 100,  # asyncpg's default
+        )
+    assert pool is not None
+    try:
+        with _connecting():  # with min_size=0 the first connection is made here
+            await pool.release(await pool.acquire())
+    except BaseException:
+        pool.terminate()
+        raise
+    return pool, found
 
 
 @contextmanager

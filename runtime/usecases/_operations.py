@@ -35,29 +35,35 @@ POLL_PASS = 200
 """Definitions one poller pass claims; ``tick_once`` polls again while a pass is full."""
 
 
-async def database_clock(db: Database, host: Clock | None = None) -> AnchoredClock:
+async def database_clock(db: Database, host: Clock | None = None, *,
+                         sample: bool = True) -> AnchoredClock:
     """A clock on PostgreSQL's time (the authority for everything that crosses
     processes: DESIGN "Runs, leases, fencing, clocks"), sampled once now and running on
     ``host``'s monotonic clock (default: the system's) from there; for a process that
     decides due slots, leases or deadlines without a supervisor (``tick``, the API).
+    With ``sample`` false it is not sampled yet (it reads ``host``'s wall clock until
+    :func:`keep_database_clock` has sampled it: a server started while the database
+    is unreachable).
 
     Raises:
-        DatabaseUnavailable: PostgreSQL cannot be reached.
+        DatabaseUnavailable: PostgreSQL cannot be reached (``sample`` only).
     """
     clock = AnchoredClock(host or SystemClock())
-    await clock.resample(DatabaseTime(db))
+    if sample:
+        await clock.resample(DatabaseTime(db))
     return clock
 
 
 async def keep_database_clock(db: Database, clock: AnchoredClock, *,
                               every: float = 10.0) -> None:
-    """Re-anchor ``clock`` to PostgreSQL's time every ``every`` seconds, forever (a
-    failed sample keeps the old anchor running on the monotonic clock)."""
+    """Anchor ``clock`` to PostgreSQL's time now, then every ``every`` seconds, forever
+    (a failed sample keeps the old anchor running on the monotonic clock; until a
+    first sample lands, one is tried every second)."""
     authority = DatabaseTime(db)
     while True:
-        await clock.sleep(every)
         with contextlib.suppress(WatchkeeperError):
             await clock.resample(authority)
+        await clock.sleep(every if clock.sampled_at is not None else 1.0)
 
 
 @contextlib.contextmanager

@@ -162,10 +162,13 @@ def settings() -> Settings:
 
 
 def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bool = False,
-            migrate: bool = True) -> T:
+            migrate: bool = True, wait: bool = False) -> T:
     """Open the database (embedded or DATABASE_URL), migrate, run ``fn``; map errors
     to exit codes with the message on stderr (and, with ``json_errors``, a spec's
-    problems as a JSON list on stdout)."""
+    problems as a JSON list on stdout). With ``wait`` (``run``, ``serve``), ``fn`` gets
+    the database at once, while it is still being opened and migrated, with every
+    failure for want of the server retried for as long as it takes
+    (:meth:`Database.opening`); a process that runs does not exit for an outage."""
     import anyio
 
     from watchkeeper.runtime import Database
@@ -176,8 +179,9 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
         with database_server(config) as dsn:
 
             async def run() -> T:
-                async with Database.open(dsn, schema=config.schema, migrate=migrate,
-                                         pooler=config.pooler) as db:
+                opener = Database.opening if wait else Database.open
+                async with opener(dsn, schema=config.schema, migrate=migrate,
+                                  pooler=config.pooler) as db:
                     return await fn(db, config)
 
             return anyio.run(run)

@@ -84,7 +84,7 @@ def run_cmd(
             raise _first_error(group) from group
         return supervisor.statistics(), supervisor
     logging.getLogger("watchkeeper").setLevel(logging.INFO)
-    stats, supervisor = with_db(run)
+    stats, supervisor = with_db(run, wait=True)
     report = supervisor.drain_report()
     if report is not None:
         err.print(report.summary(), highlight=False)

@@ -45,7 +45,9 @@ def serve_cmd(
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the MCP tools
     (streamable HTTP at /mcp, Bearer agent key) and, by default, run the supervisor in
-    the same process, until SIGTERM / SIGINT (the supervisor drains as in ``run``)."""
+    the same process, until SIGTERM / SIGINT (the supervisor drains as in ``run``).
+    Started while the database is unreachable, it serves at once (/readyz: 503,
+    ``database: unreachable``) and the supervisor starts once the database answers."""
     import anyio
     import uvicorn
 
@@ -62,8 +64,10 @@ def serve_cmd(
         engine = Supervisor(db, clock, uc.supervisor_config(config, workers=workers),
                             registry=registry, agents=catalog, sources=found) if supervisor else None
         # the API decides on PostgreSQL's time too (a manual occurrence's not_before,
-        # the tick route): the supervisor's anchored clock, or one of its own
-        api_clock = engine.clock if engine is not None else await uc.database_clock(db, clock)
+        # the tick route): the supervisor's anchored clock, or one of its own (sampled
+        # as soon as the database answers: it may not yet)
+        api_clock = (engine.clock if engine is not None
+                     else await uc.database_clock(db, clock, sample=False))
         api = create_app(Services(db, api_clock, config, agents=catalog, sources=found),
                          supervisor=engine, mcp=True)
         # lifespan on: the app's lifespan runs the MCP session manager
@@ -88,7 +92,7 @@ def serve_cmd(
             outer.cancel_scope.cancel()  # the server and the supervisor have stopped
         return engine
     logging.getLogger("watchkeeper").setLevel(logging.INFO)
-    engine = with_db(run)
+    engine = with_db(run, wait=True)
     report = engine.drain_report() if engine is not None else None
     if report is not None:
         err.print(report.summary(), highlight=False)
