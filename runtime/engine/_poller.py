@@ -58,7 +58,7 @@ from ._clock import Clock
 from ._lanes import lanes as in_lanes
 from ._poll_decide import PLAN_PER_BATCH, Claim, Polled, PollEvent, decide_polls
 from ._registry import Registry
-from ._tick import DueDefinition
+from ._tick import DueDefinition, epoch_us
 
 __all__ = ["PollEvent", "PollReport", "poll_once", "read_observations", "read_subject"]
 
@@ -113,7 +113,7 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     if not claims:
         return report
     observations = await _shared_reads(sources, claims, clock, concurrency, read_timeout)
-    decided = sorted(_evaluated(claims, observations),
+    decided = sorted(_evaluated(sources, claims, observations),
                      key=lambda d: (d[0].item.tenant_id, d[0].item.definition_id))
     # one lock order for every poller (polls with their definitions, in key order): no
     # deadlock between two supervisors whose chunks hold the same definitions. The chunks
@@ -169,24 +169,45 @@ async def _shared_reads(sources: SourceRegistry, claims: Sequence[Claim], clock:
     return out
 
 
-def _evaluated(claims: Sequence[Claim], readings: dict[tuple[datetime, _Key], _Reading]
-               ) -> list[Polled]:
+def _evaluated(sources: SourceRegistry, claims: Sequence[Claim],
+               readings: dict[tuple[datetime, _Key], _Reading]) -> list[Polled]:
     """Each claim with its predicate's evaluation at its read instant (the latest of its
-    readings'); claims of one spec, poll instant and readings share one evaluation."""
-    shared: dict[tuple[Any, ...], Evaluation] = {}
+    readings'). Claims of one spec, poll instant and readings share one evaluation — in
+    this pass, or in an earlier pass of the same poll instant in this process (kept
+    with the readings it was made of, and dropped with them: 100,000 definitions over
+    10,000 specs evaluate 10,000 times an instant, not 100,000)."""
+    kept = _EVALUATIONS.setdefault(sources, {})
+    instants = _READS.get(sources, {})
+    for old in [at for at, (made_of, _) in kept.items() if instants.get(at) is not made_of]:
+        del kept[old]  # its readings are gone (or read anew): the ids in its keys are void
     out: list[Polled] = []
     for claim in claims:
         ref, at = claim.trigger.source, claim.slot.scheduled_for
         seen = {subject: readings[(at, (ref.name, ref.version, subject))]
                 for subject in claim.trigger.subjects}
         read_at = max(r for r, _ in seen.values())
-        key = (claim.item.spec_hash, at, read_at, *(id(o) for _, o in seen.values()))
+        entry = kept.get(at)
+        if entry is None:
+            made_of = instants.get(at)
+            entry = (made_of, {})
+            if made_of is not None:  # else its readings are dropped already: not kept
+                kept[at] = entry
+        shared = entry[1]
+        key = (claim.item.spec_hash, read_at, *(id(o) for _, o in seen.values()))
         evaluation = shared.get(key)
         if evaluation is None:
             evaluation = shared[key] = evaluate(
                 claim.trigger.predicate, {s: o for s, (_, o) in seen.items()}, read_at)
         out.append((claim, read_at, evaluation))
     return out
+
+
+_EVALUATIONS: weakref.WeakKeyDictionary[
+    SourceRegistry, dict[datetime, tuple[Any, dict[tuple[Any, ...], Evaluation]]]] = \
+    weakref.WeakKeyDictionary()
+"""Per source registry: the evaluations made of the readings kept in :data:`_READS`, per
+poll instant — with the readings' dict they were made of (a dict no longer kept, or
+replaced, voids them) — keyed by spec hash, read instant and the readings' identities."""
 
 
 # ---------------------------------------------------------------- step 1: claim
@@ -231,15 +252,16 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
             budget = budgets.get((item.tenant_id, item.definition_id))
             denied = budget if isinstance(budget, str) else None
             polls.append((item.tenant_id, item.definition_id, USER_BINDING_ID, slot.key,
-                          slot.scheduled_for, item.revision, item.fence, trigger.condition_key,
-                          window.count - 1, "decided" if denied else "reading", None,
-                          "denied_poll_budget" if denied else None, denied,
-                          now if denied else None, None))
+                          epoch_us(slot.scheduled_for), item.revision, item.fence,
+                          trigger.condition_key, window.count - 1,
+                          "denied_poll_budget" if denied else None, denied))
             if isinstance(budget, tuple):  # the claimed poll is the one that is paid for
                 charges.append((item.tenant_id, item.definition_id, USER_BINDING_ID, slot.key,
                                 *budget))
+        await tx.stage("wk_stage_claims", CLAIM_COLUMNS, polls)
+        await tx.stage("wk_stage_advances", ADVANCE_COLUMNS, advances)
         claimed = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
-            "condition_polls_claim", *claim_args(polls, advances, charges, now, actor))}
+            "condition_polls_claim", now, actor, *_columns(charges, 7))}
         for item, spec, window in due:
             slot = window.candidate
             if (item.tenant_id, item.definition_id, slot.key) not in claimed:
@@ -256,16 +278,13 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
     return claims, early
 
 
-def claim_args(polls: Sequence[tuple[Any, ...]], advances: Sequence[tuple[Any, ...]],
-               charges: Sequence[tuple[Any, ...]], now: datetime, actor: str) -> list[Any]:
-    """The parameters of ``condition_polls_claim``: the poll rows (tenant, definition,
-    binding, slot, scheduled_for, revision, fence, condition_key, superseded, status,
-    verdict, action, reason, decided_at, read_at), the definitions' advances (tenant,
-    definition, cursor_at, slots_seen, next_due_at, status) and the budget charges
-    (tenant, definition, binding, slot, period start, period end, limit), at ``now`` by
-    ``actor``."""
-    p = _columns(polls, 15)
-    return [*p[:9], now, actor, *p[9:], *_columns(advances, 6), now, *_columns(charges, 7)]
+CLAIM_COLUMNS = ("tenant_id", "definition_id", "binding_id", "slot", "scheduled_for_us",
+                 "revision", "fence", "condition_key", "superseded", "action", "reason")
+"""The columns of ``wk_stage_claims``: a claimed poll (action and reason set only on one
+denied by its polling budget, inserted decided); instants as :func:`._tick.epoch_us`."""
+ADVANCE_COLUMNS = ("tenant_id", "definition_id", "cursor_us", "slots_seen", "next_due_us",
+                   "status")
+"""The columns of ``wk_stage_advances``: a locked definition moved to its next poll."""
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
@@ -301,8 +320,8 @@ async def _specs(tx: Connection, rows: Sequence[Any]) -> dict[str, Spec | str]:
 def _advance(item: DueDefinition, window: _Window) -> tuple[Any, ...]:
     cursor = window.last.scheduled_for if window.last is not None else item.cursor_at
     next_due = window.next_slot.scheduled_for if window.next_slot is not None else None
-    return (item.tenant_id, item.definition_id, cursor, item.slots_seen + window.count, next_due,
-            "completed" if window.ended else "active")
+    return (item.tenant_id, item.definition_id, epoch_us(cursor), item.slots_seen + window.count,
+            epoch_us(next_due), "completed" if window.ended else "active")
 
 
 async def _fail_definition(tx: Connection, row: Any, now: datetime, actor: str,

@@ -109,6 +109,11 @@ ORDER BY o.n;
 -- encodes in a fiftieth of the work of a timestamptz. wk_stage_tasks: the tasks a
 -- condition's fire or a review's approval admits. wk_stage_polls, wk_stage_receipts: a
 -- replay's quiet polls, decided, and their receipts (quiet_polls_write).
+-- wk_stage_claims, wk_stage_advances: a poll pass's claimed polls and its definitions'
+-- advances (condition_polls_claim); wk_stage_decisions, wk_stage_observations,
+-- wk_stage_poll_receipts, wk_stage_states: a decided chunk of polls, the observations
+-- read for it (each once, by its ordinal n), the receipts naming them, and the
+-- condition states the chunk left (condition_polls_decide).
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_admission (
     n integer, tenant_id text, definition_id text, binding_id text, slot text, kind text,
     definition_tenant_id text, revision integer, scheduled_for_us bigint,
@@ -135,6 +140,33 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_receipts (
     definition_id text, slot text, subject text, source text, source_version text,
     observation_id text, value numeric, unit text, currency text, as_of timestamptz,
     fetched_at timestamptz, status text, detail text, verdict text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_claims (
+    tenant_id text, definition_id text, binding_id text, slot text, scheduled_for_us bigint,
+    revision integer, fence bigint, condition_key text, superseded integer, action text,
+    reason text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_advances (
+    tenant_id text, definition_id text, cursor_us bigint, slots_seen bigint,
+    next_due_us bigint, status text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_decisions (
+    tenant_id text, definition_id text, binding_id text, slot text, read_at_us bigint,
+    verdict text, action text, reason text, task_id bigint
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_observations (
+    n integer, subject text, source text, source_version text, observation_id text,
+    value numeric, unit text, currency text, as_of_us bigint, fetched_at_us bigint,
+    status text, detail text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_poll_receipts (
+    tenant_id text, definition_id text, binding_id text, slot text, observation integer,
+    verdict text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS wk_stage_states (
+    tenant_id text, definition_id text, binding_id text, condition_key text,
+    revision integer, last_definite boolean, latched boolean, last_fired_at_us bigint,
+    decided_through_us bigint
 ) ON COMMIT DELETE ROWS;
 
 -- name: admission_planner
@@ -1188,8 +1220,8 @@ SELECT tenant_id FROM tenants WHERE tenant_id = $1;
 -- Poll phase 1: the condition definitions whose next poll is due; rows another
 -- supervisor holds are skipped (it polls them). $3: one tenant only (a replay), or NULL
 -- for every tenant but the replays' ('_replay-...', on a virtual clock). $4: the source
--- names this poller has: a poll it could not read is left to a poller that can. The
--- spec itself is not read: the poller parses each spec_hash once per process
+-- names this poller has (the revision's poll_source): a poll it could not read is left
+-- to a poller that can. The spec itself is not read: the poller parses each spec_hash once per process
 -- (specs_by_hash for the ones it has not seen).
 SELECT d.tenant_id, d.definition_id, d.origin, d.owner_user_id, d.fence,
        d.effective_revision, d.cursor_at, d.slots_seen, d.next_due_at, r.spec_hash
@@ -1200,55 +1232,52 @@ JOIN definition_revisions r
 WHERE d.status = 'active' AND d.trigger_kind = 'condition' AND d.next_due_at <= $1
   AND CASE WHEN $3::text IS NULL THEN d.tenant_id NOT LIKE '\_replay-%'
            ELSE d.tenant_id = $3 END
-  AND r.spec -> 'trigger' -> 'source' ->> 'name' = ANY($4::text[])
+  AND r.poll_source = ANY($4::text[])
 ORDER BY d.next_due_at, d.tenant_id, d.definition_id
 LIMIT $2
 FOR UPDATE OF d SKIP LOCKED;
 
 -- name: condition_polls_claim
--- Poll phase 1, set-based: in one statement, insert the batch's poll rows (the primary
--- key makes it at most one poll per slot, however many supervisors race: a slot polled
--- already loses, silently), advance every locked definition to its next poll, and
--- charge the polling budget of each poll actually claimed (every poll is charged,
--- whatever it will return; one over budget is inserted decided 'denied_poll_budget'
--- and charged nothing): such a poll is inserted decided ($13 'decided', with its
--- verdict, action, reason, read_at and decided_at).
+-- Poll phase 1, set-based, over the rows COPYed into wk_stage_claims and
+-- wk_stage_advances just before: in one statement, insert the batch's poll rows (the
+-- primary key makes it at most one poll per slot, however many supervisors race: a
+-- slot polled already loses, silently), advance every locked definition to its next
+-- poll, and charge the polling budget of each poll actually claimed (every poll is
+-- charged, whatever it will return; one over budget is staged with its action
+-- 'denied_poll_budget' and reason, inserted decided, and charged nothing). $1: now
+-- (claimed_at; decided_at of a denied poll), $2: the claimant; $3..$9: the charges
+-- (tenant, definition, binding, slot, period start, period end, limit). Staged instants
+-- are microseconds since the Unix epoch (as in admission_write).
 -- Returns the (tenant, definition, slot) of each poll claimed.
 WITH claimed AS (
     INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
                                  revision, fence, condition_key, superseded, claimed_at,
-                                 claimed_by, status, verdict, action, reason, decided_at,
-                                 read_at)
-    SELECT p.tenant_id, p.definition_id, p.binding_id, p.slot, p.scheduled_for, p.revision,
-           p.fence, p.condition_key, p.superseded, $10::timestamptz, $11::text, p.status,
-           p.verdict, p.action, p.reason, p.decided_at, p.read_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                $6::integer[], $7::bigint[], $8::text[], $9::integer[], $12::text[],
-                $13::text[], $14::text[], $15::text[], $16::timestamptz[],
-                $17::timestamptz[])
-         AS p (tenant_id, definition_id, binding_id, slot, scheduled_for, revision, fence,
-               condition_key, superseded, status, verdict, action, reason, decided_at,
-               read_at)
+                                 claimed_by, status, action, reason, decided_at)
+    SELECT c.tenant_id, c.definition_id, c.binding_id, c.slot,
+           to_timestamp(c.scheduled_for_us / 1000000) + (c.scheduled_for_us % 1000000) * interval '1 microsecond',
+           c.revision, c.fence, c.condition_key, c.superseded, $1::timestamptz, $2::text,
+           CASE WHEN c.action IS NULL THEN 'reading' ELSE 'decided' END, c.action, c.reason,
+           CASE WHEN c.action IS NULL THEN NULL ELSE $1::timestamptz END
+    FROM wk_stage_claims c
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, definition_id, slot
 ),
 advanced AS (
     UPDATE definitions d
-    SET cursor_at = a.cursor_at, slots_seen = a.slots_seen, next_due_at = a.next_due_at,
-        status = a.status, updated_at = $24::timestamptz
-    FROM unnest($18::text[], $19::text[], $20::timestamptz[], $21::bigint[],
-                $22::timestamptz[], $23::text[])
-         AS a (tenant_id, definition_id, cursor_at, slots_seen, next_due_at, status)
+    SET cursor_at = to_timestamp(a.cursor_us / 1000000) + (a.cursor_us % 1000000) * interval '1 microsecond',
+        slots_seen = a.slots_seen,
+        next_due_at = to_timestamp(a.next_due_us / 1000000) + (a.next_due_us % 1000000) * interval '1 microsecond',
+        status = a.status, updated_at = $1::timestamptz
+    FROM wk_stage_advances a
     WHERE d.tenant_id = a.tenant_id AND d.definition_id = a.definition_id
-      AND d.definition_id = ANY($19::text[])  -- lets the planner use the primary key
 ),
 charged AS (
     INSERT INTO poll_budget_ledger AS b (tenant_id, definition_id, binding_id, period_start,
                                          period_end, poll_limit, used)
     SELECT k.tenant_id, k.definition_id, k.binding_id, k.period_start, k.period_end,
            k.poll_limit, 1
-    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[], $29::timestamptz[],
-                $30::timestamptz[], $31::integer[])
+    FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+                $8::timestamptz[], $9::integer[])
          AS k (tenant_id, definition_id, binding_id, slot, period_start, period_end,
                poll_limit)
     JOIN claimed c USING (tenant_id, definition_id, slot)
@@ -1318,36 +1347,37 @@ JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant_id, definition_id, 
 WHERE s.definition_id = ANY($2::text[]);
 
 -- name: condition_polls_decide
--- Poll phase 3, set-based: in one statement, the observation receipts (one per poll and
--- subject; each names its observation by its ordinal in the observation arrays, so a
--- reading shared by many polls is sent once), the condition states (one per binding: the state the batch's poll of it
--- left), the definitions that complete (a first_match that fired and was admitted, or a
--- latched one a revision re-activated) and the decisions of the polls still 'reading'.
--- $1: now (decided_at, updated_at).
+-- Poll phase 3, set-based, over the rows COPYed just before into wk_stage_observations
+-- (each observation read for the chunk once, by its ordinal n), wk_stage_poll_receipts
+-- (one per poll and subject, naming its observation), wk_stage_states (one per binding:
+-- the state the chunk's poll of it left) and wk_stage_decisions (the polls still
+-- 'reading'): in one statement, the observation receipts, the condition states, the
+-- definitions that complete (a first_match that fired and was admitted, or a latched
+-- one a revision re-activated: $2, $3) and the polls' decisions. $1: now (decided_at,
+-- updated_at). Staged instants are microseconds since the Unix epoch.
 WITH receipts AS (
     INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
                                       source, source_version, observation_id, value, unit,
                                       currency, as_of, fetched_at, status, detail, verdict)
     SELECT r.tenant_id, r.definition_id, r.binding_id, r.slot, o.subject, o.source,
-           o.source_version, o.observation_id, o.value, o.unit, o.currency, o.as_of,
-           o.fetched_at, o.status, o.detail, r.verdict
-    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::text[])
-         AS r (tenant_id, definition_id, binding_id, slot, observation, verdict)
-    JOIN unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::numeric[], $13::text[],
-                $14::text[], $15::timestamptz[], $16::timestamptz[], $17::text[], $38::text[])
-         WITH ORDINALITY
-         AS o (subject, source, source_version, observation_id, value, unit, currency, as_of,
-               fetched_at, status, detail, n)
-      ON o.n = r.observation
+           o.source_version, o.observation_id, o.value, o.unit, o.currency,
+           to_timestamp(o.as_of_us / 1000000) + (o.as_of_us % 1000000) * interval '1 microsecond',
+           to_timestamp(o.fetched_at_us / 1000000) + (o.fetched_at_us % 1000000) * interval '1 microsecond',
+           o.status, o.detail, r.verdict
+    FROM wk_stage_poll_receipts r
+    JOIN wk_stage_observations o ON o.n = r.observation
     ON CONFLICT DO NOTHING
 ),
 states AS (
     INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
                                       revision, last_definite, latched, last_fired_at,
                                       decided_through, updated_at)
-    SELECT k.*, $1::timestamptz
-    FROM unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::integer[],
-                $23::boolean[], $24::boolean[], $25::timestamptz[], $26::timestamptz[]) AS k
+    SELECT k.tenant_id, k.definition_id, k.binding_id, k.condition_key, k.revision,
+           k.last_definite, k.latched,
+           to_timestamp(k.last_fired_at_us / 1000000) + (k.last_fired_at_us % 1000000) * interval '1 microsecond',
+           to_timestamp(k.decided_through_us / 1000000) + (k.decided_through_us % 1000000) * interval '1 microsecond',
+           $1::timestamptz
+    FROM wk_stage_states k
     ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
     SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
         last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
@@ -1356,20 +1386,17 @@ states AS (
 ),
 completed AS (
     UPDATE definitions d SET status = 'completed', next_due_at = NULL, updated_at = $1
-    FROM unnest($27::text[], $28::text[]) AS k (tenant_id, definition_id)
+    FROM unnest($2::text[], $3::text[]) AS k (tenant_id, definition_id)
     WHERE d.tenant_id = k.tenant_id AND d.definition_id = k.definition_id
-      AND d.definition_id = ANY($28::text[])
+      AND d.definition_id = ANY($3::text[])
 )
 UPDATE condition_polls p
-SET status = 'decided', read_at = k.read_at, verdict = k.verdict, action = k.action,
-    reason = k.reason, task_id = k.task_id, decided_at = $1
-FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::timestamptz[],
-            $34::text[], $35::text[], $36::text[], $37::bigint[])
-     AS k (tenant_id, definition_id, binding_id, slot, read_at, verdict, action, reason,
-           task_id)
+SET status = 'decided', read_at = to_timestamp(k.read_at_us / 1000000) + (k.read_at_us % 1000000) * interval '1 microsecond',
+    verdict = k.verdict, action = k.action, reason = k.reason, task_id = k.task_id,
+    decided_at = $1
+FROM wk_stage_decisions k
 WHERE p.tenant_id = k.tenant_id AND p.definition_id = k.definition_id
-  AND p.binding_id = k.binding_id AND p.slot = k.slot AND p.status = 'reading'
-  AND p.definition_id = ANY($30::text[]);
+  AND p.binding_id = k.binding_id AND p.slot = k.slot AND p.status = 'reading';
 
 -- name: condition_polls_abandon
 -- Polls claimed by a poller that never decided them (it died between the read and the
