@@ -13,7 +13,7 @@
 Dependencies point down: doors -> use cases -> engine -> store (import-linter
 contracts in ``pyproject.toml``). This module is the runtime's front door: what an
 application embedding watchkeeper, or a door, needs. The errors are imported with it;
-every other name on first use (``_lazy``), so that importing a name costs only its own
+every other name on first use (``watchkeeper._lazy``), so that importing a name costs only its own
 module: the settings do not bring the database driver, nor the errors the supervisor.
 
 Errors::
@@ -38,6 +38,8 @@ asyncpg errors never leave this package.
 
 from typing import TYPE_CHECKING
 
+from watchkeeper._lazy import lazy_exports
+
 from ._errors import AgentError as AgentError
 from ._errors import AuthError as AuthError
 from ._errors import BudgetExceeded as BudgetExceeded
@@ -50,7 +52,6 @@ from ._errors import Forbidden as Forbidden
 from ._errors import NotFound as NotFound
 from ._errors import StaleLease as StaleLease
 from ._errors import WatchkeeperError as WatchkeeperError
-from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._settings import Settings as Settings
@@ -119,7 +120,7 @@ __all__ = [
 ]
 
 
-# Imported on first use (see _lazy): the engine and the store bring the database driver,
+# Imported on first use (see watchkeeper._lazy): the engine and the store bring the database driver,
 # the supervisor and the outbox; the settings, pydantic-settings.
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "._settings": (

@@ -12,8 +12,9 @@ Errors::
     └── NonAdvancingScheduleError
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from watchkeeper._lazy import lazy_exports
 
 from ._errors import NonAdvancingScheduleError as NonAdvancingScheduleError
 from ._errors import NoOccurrenceError as NoOccurrenceError
@@ -233,23 +234,4 @@ _SOURCES = {
     ),
 }
 _RENAMED = {"unit_registry": "registry"}  # exported under another name
-_WHERE = {name: module for module, names in _SOURCES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:  # a submodule, as an eager import had made it an attribute?
-        if not name.startswith("__"):
-            try:
-                return importlib.import_module(f"{__name__}.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{__name__}.{name}":
-                    raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), _RENAMED.get(name, name))
-    globals()[name] = value  # the next read is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _SOURCES, _RENAMED)

@@ -38,7 +38,7 @@ none of the runtime, and ``from watchkeeper import parse_spec`` only the pure co
 
 from typing import TYPE_CHECKING
 
-from watchkeeper.runtime._lazy import lazy_exports
+from watchkeeper._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from watchkeeper.runtime import OPERATOR as OPERATOR

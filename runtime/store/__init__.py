@@ -8,7 +8,7 @@ PostgreSQL schema, never ``public``), the one-time move of a first-release insta
 ``DATABASE_URL`` is unset (``_embedded``, with the POSIX ACL helper ``_acl``), and the
 per-process cache of parsed stored specs (``_specs``); where the store lives as the
 settings name it (``_config``: schema, pooler, home), apart so that reading the settings
-imports no driver. Each name here is imported on first use (``runtime._lazy``).
+imports no driver. Each name here is imported on first use (``watchkeeper._lazy``).
 
 May import: ``watchkeeper.triggers`` (value types) and ``watchkeeper.runtime._errors``.
 Never the engine, the use cases or a door (an import-linter layers contract).
@@ -16,7 +16,7 @@ Never the engine, the use cases or a door (an import-linter layers contract).
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from watchkeeper._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._config import DEFAULT_SCHEMA as DEFAULT_SCHEMA

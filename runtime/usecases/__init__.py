@@ -17,13 +17,13 @@ series (``_replay``); where the database is, one tick, the supervisor's configur
 (``_operations``).
 
 May import: the engine, the store, ``watchkeeper.triggers``, ``sources`` and
-``outbox``. Never a door. Each name here is imported on first use (``runtime._lazy``):
+``outbox``. Never a door. Each name here is imported on first use (``watchkeeper._lazy``):
 a door that reads a spec file does not import the supervisor.
 """
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from watchkeeper._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._access import Capability as Capability

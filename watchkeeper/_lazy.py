@@ -7,6 +7,11 @@ database driver or the supervisor with it. ``from package import name``, attribu
 access (also to a submodule, as in ``watchkeeper.triggers`` after ``import
 watchkeeper``), ``dir()`` and ``from package import *`` behave as with eager imports.
 
+Every package of the distribution (``triggers``, ``sources``, ``outbox``, ``runtime``
+and its subpackages, and ``watchkeeper`` itself) builds its front door with
+:func:`lazy_exports`; this module sits at the root so that the pure packages need not
+import ``runtime`` for it.
+
 The front doors keep the same names in an ``if TYPE_CHECKING:`` block for type checkers
 (``tests/test_front_doors.py`` checks that both lists agree with ``__all__``).
 """
@@ -20,7 +25,8 @@ from typing import Any
 __all__ = ["lazy_exports", "submodule"]
 
 
-def lazy_exports(package: str, namespace: dict[str, Any], sources: Mapping[str, Iterable[str]]
+def lazy_exports(package: str, namespace: dict[str, Any], sources: Mapping[str, Iterable[str]],
+                 renamed: Mapping[str, str] | None = None
                  ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``'s front door.
 
@@ -30,6 +36,8 @@ def lazy_exports(package: str, namespace: dict[str, Any], sources: Mapping[str, 
             the next read is a plain attribute.
         sources: module (absolute, or relative to ``package`` with a leading dot) -> the
             names it provides.
+        renamed: exported name -> the name it has in its module, for the few exported
+            under another name.
     """
     where = {name: module for module, names in sources.items() for name in names}
 
@@ -37,7 +45,8 @@ def lazy_exports(package: str, namespace: dict[str, Any], sources: Mapping[str, 
         module = where.get(name)
         if module is None:
             return submodule(package, name)
-        value = getattr(importlib.import_module(module, package), name)
+        value = getattr(importlib.import_module(module, package),
+                        (renamed or {}).get(name, name))
         namespace[name] = value
         return value
 
