@@ -711,3 +711,36 @@ async def test_one_read_per_subject_and_poll_instant(db: Database, clock: FakeCl
     assert {(r["definition_id"], r["subject"]) for r in receipts} == {
         (f"d{n}", "AAPL" if n % 2 == 0 else "MSFT") for n in range(7)}
     assert len(receipts) == 14
+
+
+async def test_definitions_of_one_spec_share_an_evaluation_per_instant_only(
+        db: Database, clock: FakeClock) -> None:
+    """Seven definitions of one spec (one spec_hash), claimed three at a time, over five
+    poll instants whose readings alternate 9 and 11 against ``<= 10``: passes of one
+    instant share the evaluation of its reading, yet every poll's verdict and receipt are
+    those of its own instant's reading (an evaluation kept from an earlier instant, or
+    from readings no longer kept, is never reused). The first edge fires; the later
+    ones meet its task still pending (no worker here) and are skipped as overruns."""
+    hours = [utc(f"2026-06-01T0{h}:00Z") for h in range(1, 6)]
+    script = Script({at: 9 if n % 2 == 0 else 11 for n, at in enumerate(hours)})
+    sources = registry_of(script, clock=clock)
+    me = await owner(db, clock)
+    for n in range(7):
+        await confirmed(db, clock, condition(LE_10), definition_id=f"d{n}", principal=me)
+    for _ in hours:
+        clock.advance(HOUR)
+        while (await poll_once(db, clock, sources, actor="t", limit=3)).claimed:
+            pass
+    rows = await db.pool.fetch(
+        "SELECT p.definition_id, p.scheduled_for, p.verdict, p.action, r.value "
+        "FROM condition_polls p JOIN observation_receipts r USING (tenant_id, definition_id, "
+        "binding_id, slot) ORDER BY p.scheduled_for, p.definition_id")
+    assert len(rows) == 7 * len(hours)
+    for row in rows:
+        n = hours.index(row["scheduled_for"])
+        reading = 9 if n % 2 == 0 else 11
+        assert row["value"] == Decimal(reading)
+        assert row["verdict"] == ("true" if reading <= 10 else "false")
+        assert row["action"] == ("none" if reading > 10 else "fired" if n == 0
+                                 else "skipped_overrun")
+    assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 7
