@@ -260,11 +260,11 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
                                 *budget))
         await tx.stage("wk_stage_claims", CLAIM_COLUMNS, polls)
         await tx.stage("wk_stage_advances", ADVANCE_COLUMNS, advances)
-        claimed = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
+        lost = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
             "condition_polls_claim", now, actor, *_columns(charges, 7))}
         for item, spec, window in due:
             slot = window.candidate
-            if (item.tenant_id, item.definition_id, slot.key) not in claimed:
+            if lost and (item.tenant_id, item.definition_id, slot.key) in lost:
                 continue  # this slot was polled already: it costs no second poll
             trigger = spec.trigger
             assert isinstance(trigger, ConditionTrigger)

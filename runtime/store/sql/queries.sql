@@ -1248,7 +1248,8 @@ FOR UPDATE OF d SKIP LOCKED;
 -- (claimed_at; decided_at of a denied poll), $2: the claimant; $3..$9: the charges
 -- (tenant, definition, binding, slot, period start, period end, limit). Staged instants
 -- are microseconds since the Unix epoch (as in admission_write).
--- Returns the (tenant, definition, slot) of each poll claimed.
+-- Returns the (tenant, definition, slot) of each staged poll NOT claimed (its slot was
+-- polled already): none, but in a race.
 WITH claimed AS (
     INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
                                  revision, fence, condition_key, superseded, claimed_at,
@@ -1284,7 +1285,10 @@ charged AS (
     ON CONFLICT (tenant_id, definition_id, binding_id, period_start)
     DO UPDATE SET used = b.used + 1
 )
-SELECT tenant_id, definition_id, slot FROM claimed;
+SELECT s.tenant_id, s.definition_id, s.slot
+FROM wk_stage_claims s
+WHERE NOT EXISTS (SELECT FROM claimed c WHERE c.tenant_id = s.tenant_id
+                  AND c.definition_id = s.definition_id AND c.slot = s.slot);
 
 -- name: poll_budgets_for
 -- The polling budget ledger rows of a batch's (tenant, definition, binding, period).
