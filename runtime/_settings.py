@@ -32,6 +32,8 @@ variable                        meaning                                  default
                                 their tasks released
 ``WATCHKEEPER_UNITS_FILE``      extra unit definitions (pint syntax),    unset
                                 read by :func:`load_units_file`
+``WATCHKEEPER_MAX_BODY_BYTES``  the largest request body the HTTP API    1048576
+                                and ``/mcp`` read (413 beyond it)
 =============================== ======================================== =========
 """
 
@@ -77,6 +79,7 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
     drain_seconds: float = 30.0
     units_file: Path | None = None
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
     @field_validator("units_file", mode="before")
     @classmethod

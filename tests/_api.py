@@ -54,11 +54,13 @@ class Api:
 
 @contextlib.asynccontextmanager
 async def serving(db: Database, clock: Clock, home: Path, *, mcp: bool = False,
-                  supervisor: Any = None, **services: Any) -> AsyncIterator[Api]:
+                  supervisor: Any = None, settings: Settings | None = None,
+                  **services: Any) -> AsyncIterator[Api]:
     """Serve the API over ``db`` on a free loopback port for the block's duration (with
     ``mcp``, the MCP tools at ``/mcp`` too, and the app's lifespan running them; with
-    ``supervisor``, the probes and metrics report it)."""
-    settings = Settings(home=home, min_interval=60)
+    ``supervisor``, the probes and metrics report it; ``settings`` default to the home and
+    a 60 s minimum interval)."""
+    settings = settings or Settings(home=home, min_interval=60)
     app = create_app(Services(db, clock, settings, **services), mcp=mcp, supervisor=supervisor)
     server = QuietServer(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                                         lifespan="on" if mcp else "off", access_log=False))

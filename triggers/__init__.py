@@ -101,6 +101,7 @@ if TYPE_CHECKING:
     from ._slots import utc_slot_key as utc_slot_key
     from ._spec import DEFAULT_MIN_INTERVAL as DEFAULT_MIN_INTERVAL
     from ._spec import ENDPOINT_NAME_PATTERN as ENDPOINT_NAME_PATTERN
+    from ._spec import INSTANT_RANGE as INSTANT_RANGE
     from ._spec import AgentSpec as AgentSpec
     from ._spec import AtTrigger as AtTrigger
     from ._spec import ConditionTrigger as ConditionTrigger
@@ -116,8 +117,10 @@ if TYPE_CHECKING:
     from ._spec import SpecV1 as SpecV1
     from ._spec import canonical_json as canonical_json
     from ._spec import check_endpoint_name as check_endpoint_name
+    from ._spec import check_instant as check_instant
     from ._spec import parse_spec as parse_spec
     from ._storable import refuse_unstorable as refuse_unstorable
+    from ._storable import storable_problems as storable_problems
     from ._unit_file import MAX_UNITS_TEXT as MAX_UNITS_TEXT
     from ._unit_file import define_units as define_units
     from ._units import Quantity as Quantity
@@ -158,7 +161,8 @@ __all__ = [
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
     "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
-    "define_units", "refuse_unstorable", "MAX_UNITS_TEXT", "COMPILED_VERSION", "CompiledSpec",
+    "define_units", "refuse_unstorable", "storable_problems", "INSTANT_RANGE",
+    "check_instant", "MAX_UNITS_TEXT", "COMPILED_VERSION", "CompiledSpec",
     "compile_spec", "user_payload", "DefinitionFacts", "PollJudgement", "StoredCondition",
     "admitted", "judge_poll", "quiet_run", "refused",
 ]
@@ -213,10 +217,10 @@ _SOURCES = {
         "DEFAULT_MIN_INTERVAL", "ENDPOINT_NAME_PATTERN", "AgentSpec", "AtTrigger",
         "ConditionTrigger", "CronTrigger", "Delivery", "Ends", "IntervalTrigger", "Lateness",
         "Limits", "OutputPromise", "SourceRef", "Spec", "SpecV1", "canonical_json",
-        "check_endpoint_name", "parse_spec",
+        "check_endpoint_name", "parse_spec", "INSTANT_RANGE", "check_instant",
     ),
     "._storable": (
-        "refuse_unstorable",
+        "refuse_unstorable", "storable_problems",
     ),
     "._unit_file": (
         "MAX_UNITS_TEXT", "define_units",

@@ -45,6 +45,7 @@ from ._units import (
     quantity_of,
     threshold_in,
 )
+from ._values import Duration
 
 __all__ = ["MAX_DEPTH", "MAX_LEAVES", "AllOf", "AnyOf", "Comparison", "Evaluation", "Leaf",
            "NotOf", "Predicate", "Verdict", "check_bounds", "evaluate", "subjects_of"]
@@ -115,7 +116,7 @@ class Comparison(_Model):
     subject: Annotated[str, Field(min_length=1, max_length=256)]
     op: Literal["<", "<=", ">", ">=", "==", "!="]
     threshold: Annotated[str, Field(min_length=1, max_length=100)]
-    freshness: timedelta | None = None
+    freshness: Duration | None = None
     unit: Annotated[str, Field(max_length=64)] | None = None
 
     @pydantic.field_validator("freshness", mode="before")

@@ -41,7 +41,9 @@ class PreviewItem:
 
 
 def preview(calendar: Calendar, after: datetime, count: int) -> list[PreviewItem]:
-    """The first ``count`` slots strictly after the aware instant ``after``.
+    """The first ``count`` slots strictly after the aware instant ``after``; fewer when
+    the next would fall past the last date Python represents (9999-12-31), which no
+    schedule reaches in practice but 1,000 slots of a 10-year interval do.
 
     Raises:
         NoOccurrenceError: the schedule has no occurrence after ``after``.
@@ -49,7 +51,12 @@ def preview(calendar: Calendar, after: datetime, count: int) -> list[PreviewItem
     """
     if count < 1:
         raise ValueError("count must be at least 1")
-    slots = list(itertools.islice(calendar.slots_after(after), count))
+    slots: list[Slot] = []
+    try:
+        for slot in itertools.islice(calendar.slots_after(after), count):
+            slots.append(slot)
+    except OverflowError:
+        pass  # the slots before the one past year 9999 were kept
     if not slots:
         raise NoOccurrenceError(
             "trigger", f"the schedule has no occurrence after {format_utc(after)}.",

@@ -44,6 +44,7 @@ from ._edges import ConditionMode
 from ._errors import SpecError, SpecProblem, SpecProblems
 from ._slots import Slot
 from ._storable import field_part, storable_problems
+from ._values import Duration
 from ._zones import WallKind, check_zone, classify_wall, load_zone, require_aware
 
 __all__ = [
@@ -64,7 +65,9 @@ __all__ = [
     "canonical_json",
     "parse_spec",
     "DEFAULT_MIN_INTERVAL",
+    "INSTANT_RANGE",
     "SUPPORTED_VERSIONS",
+    "check_instant",
 ]
 
 DEFAULT_MIN_INTERVAL = timedelta(seconds=60)
@@ -72,6 +75,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EARLIEST = EPOCH
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 """Instants in a spec (anchor, at, until) must lie in [EARLIEST, LATEST]."""
+INSTANT_RANGE = (EARLIEST, LATEST)
+"""The instants watchkeeper accepts anywhere (a spec, a preview's start, a history or
+poll range): nothing computed from one leaves the dates Python and PostgreSQL share."""
 _CALENDAR_UNITS = re.compile(r"^P(?:[^T]*[YM])", re.IGNORECASE)
 
 
@@ -138,6 +144,15 @@ def _aware_instant(value: datetime, field: str) -> datetime:
     if value.utcoffset() is None:
         require_aware(value, field)  # raises: no offset
     return require_aware(_instant_in_range(value, field), field)
+
+
+def check_instant(value: datetime, field: str) -> datetime:
+    """``value`` in UTC if it is aware and within :data:`INSTANT_RANGE`.
+
+    Raises:
+        SpecError: naming ``field``: naive, or outside 1970-2200.
+    """
+    return _aware_instant(value, field)
 _MIN_INTERVAL_KEY = "min_interval"
 _STORED_KEY = "stored"
 
@@ -199,7 +214,7 @@ class IntervalTrigger(_Model):
     """
 
     type: Literal["interval"]
-    every: timedelta
+    every: Duration
     anchor: datetime = EPOCH
 
     @pydantic.field_validator("every", mode="before")
@@ -297,9 +312,9 @@ class ConditionTrigger(_Model):
     type: Literal["condition"]
     mode: ConditionMode
     source: SourceRef
-    poll_every: timedelta
+    poll_every: Duration
     anchor: datetime = EPOCH
-    cooldown: timedelta = timedelta(0)
+    cooldown: Duration = timedelta(0)
     predicate: Predicate
 
     @pydantic.field_validator("poll_every", mode="before")
@@ -369,7 +384,7 @@ class Lateness(_Model):
     """Lateness policy and ``late_grace`` (``expires_at = not_before + late_grace``)."""
 
     policy: LatePolicy = LatePolicy.SKIP_EXPIRED
-    late_grace: timedelta = timedelta(minutes=10)
+    late_grace: Duration = timedelta(minutes=10)
 
     @pydantic.field_validator("late_grace", mode="before")
     @classmethod
@@ -434,7 +449,7 @@ class Limits(_Model):
     conditions) the polling budget per accounting period: every poll consumes it, one
     that returns unknown included, and it never refunds within its period."""
 
-    deadline: timedelta = timedelta(minutes=10)
+    deadline: Duration = timedelta(minutes=10)
     max_attempts: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 3
     max_tasks_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000)] | None = None
     period: Period = Period.DAY
@@ -553,17 +568,31 @@ class SpecV1(_Model):
     trigger: Trigger
     lateness: Lateness = Lateness()
     overrun: OverrunPolicy = OverrunPolicy.SKIP
-    jitter: timedelta = timedelta(0)
+    jitter: Duration = timedelta(0)
     ends: Ends = Ends()
     agent: AgentSpec = AgentSpec()
-    instructions: str = ""
+    instructions: str = Field("", json_schema_extra={"maxLength": 20_000})
     sources: tuple[str, ...] = ()
     delivery: tuple[Delivery, ...] = (Delivery(),)
     limits: Limits = Limits()
     audiences: tuple[str, ...] = ()
     output: OutputPromise = OutputPromise()
-    title: str = ""
-    notes: str = ""
+    title: str = Field("", json_schema_extra={"maxLength": 200})
+    notes: str = Field("", json_schema_extra={"maxLength": 4_000})
+
+    TEXT_LIMITS: ClassVar[dict[str, int]] = {"instructions": 20_000, "title": 200,
+                                             "notes": 4_000}
+    """The longest free text of a new spec, in characters (the schema's ``maxLength``).
+    A stored spec is read without them: one confirmed before they existed still loads."""
+
+    @pydantic.field_validator("instructions", "title", "notes")
+    @classmethod
+    def _text_limit(cls, value: str, info: ValidationInfo) -> str:
+        limit = cls.TEXT_LIMITS[str(info.field_name)]
+        if len(value) > limit and not (info.context or {}).get(_STORED_KEY, False):
+            raise SpecError(str(info.field_name), f"is {len(value)} characters, more than "
+                            f"{limit}.", f"shorten it to at most {limit} characters.")
+        return value
 
     @pydantic.field_validator("jitter", mode="before")
     @classmethod

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import enum
+from datetime import timedelta
+from typing import Annotated
 
-__all__ = ["Importance"]
+from pydantic import WithJsonSchema
+
+__all__ = ["Duration", "Importance"]
+
+Duration = Annotated[timedelta, WithJsonSchema({"anyOf": [
+    {"type": "string", "format": "duration", "description": "ISO 8601, e.g. 'PT30M'"},
+    {"type": "number", "minimum": 0, "description": "seconds"}]})]
+"""A duration in a spec, as its JSON Schema states what the parser takes: an ISO 8601
+duration string (``"PT30M"``; months and years are refused, their length varies) or a
+number of seconds (how a stored spec and the API's answers write it)."""
 
 
 class Importance(enum.StrEnum):

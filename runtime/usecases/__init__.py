@@ -8,7 +8,8 @@ who may act, what a status means, which filter applies before a limit — lives 
 Modules: principals and tokens (``_principals``); propose / confirm / pause / resume /
 cancel (``_definitions``) and their read models (``_definition_views``); trigger-now and
 review (``_manual``); history and reports (``_history``); a condition's poll timeline
-(``_polls``); the report's spending shape every door shows (``_report_models``);
+(``_polls``); the checks every door applies to its input (``_input``); the report's
+spending shape every door shows (``_report_models``);
 supervisors, the tasks none of them can take and the outbox backlog
 (``_status``); deliveries and
 redelivery (``_deliveries``); webhook endpoints (``_webhooks``); notification
@@ -59,6 +60,11 @@ if TYPE_CHECKING:
     from ._history import report as report
     from ._history import shorten as shorten
     from ._history import task_entry as task_entry
+    from ._input import INSTANT_RANGE as INSTANT_RANGE
+    from ._input import Instant as Instant
+    from ._input import check_identifiers as check_identifiers
+    from ._input import check_input as check_input
+    from ._input import check_instants as check_instants
     from ._keys import AgentPrincipal as AgentPrincipal
     from ._keys import ApiKey as ApiKey
     from ._keys import KeyKind as KeyKind
@@ -151,7 +157,8 @@ __all__ = [
     "show_definition", "stored_spec", "cancel", "confirm", "Confirmation", "pause",
     "Proposal", "propose", "resume", "list_deliveries", "redeliver", "history",
     "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
-    "next_step", "report", "shorten", "task_entry", "AgentPrincipal", "ApiKey",
+    "next_step", "report", "shorten", "task_entry", "INSTANT_RANGE", "Instant",
+    "check_identifiers", "check_input", "check_instants", "AgentPrincipal", "ApiKey",
     "authenticate_bearer", "create_key", "KeyKind", "list_keys", "NewKey",
     "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
     "trigger_now", "TriggerResult", "database_clock", "database_server",
@@ -191,6 +198,9 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "._history": (
         "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
         "history", "next_step", "report", "shorten", "task_entry",
+    ),
+    "._input": (
+        "INSTANT_RANGE", "Instant", "check_identifiers", "check_input", "check_instants",
     ),
     "._keys": (
         "AgentPrincipal", "ApiKey", "KeyKind", "NewKey", "OperatorPrincipal", "Principal",

@@ -13,6 +13,8 @@ from typing import Any
 
 from watchkeeper.triggers import SpecError
 
+from ._input import check_input, check_instants
+
 __all__ = ["DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor",
            "encode_cursor"]
 
@@ -56,6 +58,10 @@ def decode_cursor(cursor: str | None, shape: tuple[type, ...], *,
             raise ValueError(cursor)
         if any(isinstance(v, datetime) and v.tzinfo is None for v in values):
             raise ValueError(cursor)
-    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
+        check_input({"cursor": list(values)})
+        check_instants({f"cursor.{i}": v for i, v in enumerate(values)
+                        if isinstance(v, datetime)})
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError,
+            SpecError) as exc:
         raise SpecError("cursor", "is not a cursor of this list.", fix) from exc
     return values

@@ -11,6 +11,7 @@ from watchkeeper.triggers import Spec
 from .._errors import NotFound
 from ..store._db import Database
 from ..store._specs import spec_from_row
+from ._input import check_identifiers
 
 __all__ = ["DefinitionView", "list_definitions", "show_definition", "stored_spec"]
 
@@ -48,7 +49,9 @@ async def show_definition(db: Database, tenant_id: str, definition_id: str) -> D
     Raises:
         NotFound: no such definition in ``tenant_id`` (operator-registered ones live in
             the tenant ``_operator``).
+        SpecError: ``definition_id`` is not an identifier.
     """
+    check_identifiers({"definition_id": definition_id})
     row = await db.fetchrow("definition_get", tenant_id, definition_id)
     if row is None:
         raise NotFound(f"no definition {tenant_id}/{definition_id}")

@@ -75,6 +75,7 @@ async def propose(db: Database, clock: Clock, *, tenant_id: str, definition_id: 
     """
     check_tenant(tenant_id, replay)
     check_identifier(definition_id, "definition_id")
+    check_identifier(owner_user_id, "owner")
     now = clock.now()
     async with db.transaction() as tx:
         if await tx.fetchrow("user_get", tenant_id, owner_user_id) is None:

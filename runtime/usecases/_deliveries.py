@@ -41,8 +41,9 @@ async def list_deliveries(db: Database, *, tenant_id: str | None = None, status:
 
 
 async def redeliver(db: Database, clock: Clock, tenant_id: str, delivery_id: str,
-                    actor: str) -> None:
-    """Re-queue a dead, delivered or suppressed delivery under the same delivery id.
+                    actor: str) -> dict[str, Any]:
+    """Re-queue a dead, delivered or suppressed delivery under the same delivery id, and
+    return it as re-queued (a row of :func:`list_deliveries`, looked up by its id).
 
     Raises:
         SpecError: ``delivery_id`` is not a UUID.
@@ -57,7 +58,9 @@ async def redeliver(db: Database, clock: Clock, tenant_id: str, delivery_id: str
     now = clock.now()
     if await db.fetchval("delivery_redeliver", tenant_id, delivery_id, now,
                          f"redelivery requested by {actor}") is not None:
-        return
+        row = await db.fetchrow("delivery_show", tenant_id, delivery_id)
+        assert row is not None  # just updated; deliveries are never deleted
+        return dict(row)
     row = await db.fetchrow("delivery_get", tenant_id, delivery_id)
     if row is None:
         raise NotFound(f"no delivery {delivery_id} in tenant {tenant_id}")

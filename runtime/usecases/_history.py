@@ -17,6 +17,7 @@ from watchkeeper.triggers import OPERATOR_TENANT, SpecError, format_utc
 
 from .._errors import NotFound
 from ..store._db import Database
+from ._input import check_identifiers, check_instants
 from ._polls import require_definition
 
 __all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
@@ -102,9 +103,13 @@ async def history(db: Database, query: HistoryQuery) -> HistoryPage:
     """Read one page of history (newest first).
 
     Raises:
-        SpecError: an unknown ``status`` (field ``status``) or ``limit`` outside 1..1000.
+        SpecError: an unknown ``status`` (field ``status``), ``limit`` outside 1..1000,
+            ``definition_id`` or ``user_id`` not an identifier, ``since`` or ``until``
+            naive or outside :data:`~._input.INSTANT_RANGE`.
         NotFound: ``definition_id`` names no definition visible in ``tenant_id``.
     """
+    check_identifiers({"definition_id": query.definition_id, "user_id": query.user_id})
+    check_instants({"since": query.since, "until": query.until})
     if query.status is not None and query.status not in HISTORY_STATUSES:
         raise SpecError("status", f"{query.status!r} is not a decision or task status.",
                         f"use one of {', '.join(sorted(HISTORY_STATUSES))}.")

@@ -37,6 +37,7 @@ from ..engine._registry import Registry
 from ..engine._tick import Candidate, DueDefinition, Plan, units_of
 from ..store._db import Connection, Database
 from ..store._specs import spec_from_row
+from ._input import check_input
 from ._principals import Actor, UserPrincipal
 
 __all__ = ["TriggerResult", "review", "trigger_now"]
@@ -137,8 +138,10 @@ async def review(db: Database, clock: Clock, actor: Actor, tenant_id: str, defin
     the task marked late; skipping records ``skipped_review``. Returns the decision.
 
     Raises:
+        SpecError: ``slot`` or ``binding_id`` holds a NUL or a lone surrogate.
         NotFound: nothing of that slot waits for review.
     """
+    check_input({"slot": slot, "binding": binding_id})
     try:
         item = await _load(db, actor, definition_tenant_id or tenant_id, definition_id)
     except NotFound as missing:

@@ -18,6 +18,7 @@ from watchkeeper.triggers import SpecError, format_utc
 
 from .._errors import NotFound
 from ..store._db import Database
+from ._input import check_identifiers, check_instants
 
 __all__ = ["PollCursor", "PollsPage", "PollsQuery", "polls", "require_definition"]
 
@@ -89,7 +90,9 @@ async def require_definition(db: Database, tenant_id: str | None, definition_id:
 
     Raises:
         NotFound: no such definition.
+        SpecError: ``definition_id`` is not an identifier.
     """
+    check_identifiers({"definition_id": definition_id})
     if definition_id is not None and not await db.fetchval("definition_visible", tenant_id,
                                                             definition_id):
         where = f" in tenant {tenant_id}" if tenant_id else ""
@@ -101,9 +104,11 @@ async def polls(db: Database, query: PollsQuery) -> PollsPage:
     """One page of the poll timeline.
 
     Raises:
-        SpecError: ``limit`` outside 1..10000, or both ``since`` and ``after``.
+        SpecError: ``limit`` outside 1..10000, both ``since`` and ``after``, or ``since``
+            naive or outside :data:`~._input.INSTANT_RANGE`.
         NotFound: an unknown definition id.
     """
+    check_instants({"since": query.since})
     if not 1 <= query.limit <= MAX_LIMIT:
         raise SpecError("limit", f"{query.limit} is outside 1..{MAX_LIMIT}.",
                         "page with next_after instead of a larger limit.")

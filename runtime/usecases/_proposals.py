@@ -38,6 +38,7 @@ from ..engine._clock import Clock
 from ..store._db import Database
 from ._access import Capability, authorize
 from ._definitions import Proposal, propose
+from ._input import check_instants
 from ._keys import Principal
 from ._principals import UserPrincipal
 
@@ -162,7 +163,12 @@ def describe(spec: Spec) -> str:
 
 def preview_spec(spec: Spec, after: datetime, count: int = PREVIEW_COUNT) -> list[PreviewItem]:
     """The next ``count`` occurrences (polls, for a condition) strictly after the aware
-    instant ``after``; empty when the schedule has none left."""
+    instant ``after``; empty when the schedule has none left.
+
+    Raises:
+        SpecError: field ``after``: naive, or outside :data:`~._input.INSTANT_RANGE`.
+    """
+    check_instants({"after": after})
     try:
         return preview(spec.bounded_calendar(), after, count)
     except NoOccurrenceError:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from watchkeeper.runtime import Supervisor
 from watchkeeper.triggers import SpecV1
 
 from .. import page
 from . import _admin, _definitions, _health, _history, _outbox, _tick
-from ._deps import Services
+from ._deps import Services, plain_input
+from ._guard import RequestGuard
 from ._models import SPEC_MARKER
 from ._problems import Problem, install
 
@@ -29,7 +30,8 @@ reads its tenant; a **user token** confirms and controls its owner's definitions
 **app key** acts for a user it names in `On-Behalf-Of`; an **operator key** may do
 everything in its tenant; the **tick secret** drives `/v1/tick`. Another tenant's
 resources answer 404. Errors are RFC 9457 problem details with every field problem
-listed in `errors`.
+listed in `errors`. No string may hold a NUL character (422 naming the field); a body
+over the server's limit (1 MiB by default) is refused 413 before it is parsed.
 """
 
 
@@ -51,8 +53,10 @@ def create_app(services: Services, *, supervisor: Supervisor | None = None,
     app.state.services = services
     app.state.supervisor = supervisor
     install(app)
-    for module in (_definitions, _history, _outbox, _admin, _tick, _health):
-        app.include_router(module.router)
+    app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
+    for module in (_definitions, _history, _outbox, _admin, _tick):
+        app.include_router(module.router, dependencies=[Depends(plain_input)])
+    app.include_router(_health.router)
     app.include_router(page.router)  # the history page, at /
     _with_spec_schema(app)
     return app
@@ -77,10 +81,23 @@ def _with_spec_schema(app: FastAPI) -> None:
                 ref_template="#/components/schemas/{model}").get("$defs", {}).items():
             schemas.setdefault(name, schema)
         _point_at_spec(document)
+        _pair_on_behalf_of(document)
         app.openapi_schema = document
         return document
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _pair_on_behalf_of(document: dict[str, Any]) -> None:
+    """Each operation's security, as alternatives: a Bearer credential alone, or a
+    Bearer app key together with On-Behalf-Of (never On-Behalf-Of alone)."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            names = [name for requirement in operation.get("security", ())
+                     for name in requirement]
+            if "OnBehalfOf" in names:
+                operation["security"] = [{"HTTPBearer": []},
+                                         {"HTTPBearer": [], "OnBehalfOf": []}]
 
 
 def _point_at_spec(node: Any) -> None:

@@ -9,7 +9,6 @@ checked (an agent asking to confirm is 403).
 from __future__ import annotations
 
 from dataclasses import astuple
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
@@ -188,7 +187,9 @@ async def review(svc: Svc, principal: Authenticated, definition_id: DefinitionId
 
 @router.get("/{definition_id}/polls", response_model=PollList, summary="A condition's polls")
 async def polls(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
-                since: datetime | None = None,
+                since: Annotated[uc.Instant | None, Query(
+                    description="RFC 3339 with an offset, 1970-01-01T00:00:00Z to "
+                                "2200-01-01T00:00:00Z.")] = None,
                 cursor: Annotated[str | None, Query(max_length=2000)] = None,
                 limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
                 changes: bool = False) -> dict[str, Any]:

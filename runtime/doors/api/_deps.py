@@ -3,17 +3,18 @@ authenticated principal, and opaque keyset cursors."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, Header, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from watchkeeper.runtime import AgentCatalog, Clock, Database, Settings
 from watchkeeper.runtime import usecases as uc
 from watchkeeper.sources import SourceRegistry
 
-__all__ = ["Authenticated", "Services", "Svc", "principal"]
+__all__ = ["Authenticated", "Services", "Svc", "plain_input", "principal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +39,18 @@ _bearer = HTTPBearer(auto_error=False, description=(
     "An agent, app, operator or tick key (wk_<kind>_...), or a user token from "
     "'watchkeeper users add'. An app key also sends On-Behalf-Of: <user id>."))
 
+_on_behalf_of = APIKeyHeader(
+    name="On-Behalf-Of", scheme_name="OnBehalfOf", auto_error=False, description=(
+        "With an app key (and only then): the user of its tenant it acts for (the app "
+        "authenticated that user itself)."))
+"""Part of the authentication, not a parameter of each operation: the document's
+security requirements say which credentials go together (see ``_app``)."""
+
 
 async def principal(
     svc: Svc,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    on_behalf_of: Annotated[str | None, Header(
-        alias="On-Behalf-Of", description="With an app key: the user of its tenant it acts for "
-                                          "(the app authenticated that user itself).")] = None,
+    on_behalf_of: Annotated[str | None, Depends(_on_behalf_of)] = None,
 ) -> uc.Principal:
     """The principal of the request's Bearer credential.
 
@@ -56,3 +62,30 @@ async def principal(
 
 
 Authenticated = Annotated[uc.Principal, Depends(principal)]
+
+
+async def plain_input(request: Request) -> None:
+    """Every string of the request — path and query parameters, headers, the JSON body
+    (read once the route has read it; the body limit is :mod:`._guard`'s; a ``spec`` is
+    left to the spec parser, which names its fields as a spec file does) — passes the
+    doors' shared check (:func:`~watchkeeper.runtime.usecases.check_input`): no NUL
+    character, no lone surrogate, each named by its field.
+
+    Raises:
+        SpecError: every such field (HTTP 422).
+    """
+    query = request.query_params
+    values: dict[str, Any] = {name: (found[0] if len(found) == 1 else found)
+                              for name in query for found in [query.getlist(name)]}
+    uc.check_input({**values, **request.path_params})
+    uc.check_input({name: value for name, value in request.headers.items()})
+    body = await request.body()
+    if body:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return  # not JSON: the route's own parsing answers it
+        if isinstance(parsed, dict):  # a spec is checked by its parser, fields as in a spec
+            uc.check_input({k: v for k, v in parsed.items() if k != "spec"})
+        else:
+            uc.check_input({"body": parsed})

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import parse_spec
+from watchkeeper.triggers import IDENTIFIER_PATTERN, parse_spec
 
 from ._deps import Authenticated, Svc
 from ._models import HistoryEntryOut, HistoryPageOut, PreviewIn, PreviewOut, ReportOut
@@ -22,6 +21,9 @@ router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 HistoryStatus = Literal[tuple(sorted(uc.HISTORY_STATUSES))]  # type: ignore[valid-type]
 HISTORY_STATUS = Annotated[HistoryStatus | None, Query(description="A decision or a task status.")]
+IdentifierQuery = Annotated[str | None, Query(pattern=IDENTIFIER_PATTERN, max_length=128)]
+InstantQuery = Annotated[uc.Instant | None, Query(
+    description="RFC 3339 with an offset, 1970-01-01T00:00:00Z to 2200-01-01T00:00:00Z.")]
 
 
 @router.post("/previews", response_model=PreviewOut, tags=["definitions"],
@@ -37,10 +39,9 @@ async def preview(svc: Svc, principal: Authenticated, body: PreviewIn) -> dict[s
 
 @router.get("/history", response_model=HistoryPageOut, tags=["history"], summary="Task history")
 async def history(svc: Svc, principal: Authenticated,
-                  definition: Annotated[str | None, Query(max_length=128)] = None,
-                  user: Annotated[str | None, Query(max_length=128)] = None,
+                  definition: IdentifierQuery = None, user: IdentifierQuery = None,
                   status: HISTORY_STATUS = None,
-                  since: datetime | None = None, until: datetime | None = None,
+                  since: InstantQuery = None, until: InstantQuery = None,
                   limit: Annotated[int, Query(ge=1, le=500)] = 50,
                   cursor: Annotated[str | None, Query(max_length=2000)] = None) -> dict[str, Any]:
     """Each occurrence with its six facts (decision, lateness, task, runs, receipt,

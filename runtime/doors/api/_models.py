@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from watchkeeper.runtime.usecases import ReportSpending
+from watchkeeper.runtime.usecases import Instant, ReportSpending
 from watchkeeper.triggers import ENDPOINT_NAME_PATTERN, IDENTIFIER_PATTERN
 
 __all__ = [
@@ -56,7 +56,8 @@ class PreviewIn(_In):
     """A stateless preview of a spec's next occurrences."""
 
     spec: SpecJson
-    after: datetime | None = Field(None, description="Strictly after this instant (default now).")
+    after: Instant | None = Field(None, description="Strictly after this instant (default now); "
+                                                    "1970-01-01T00:00:00Z to 2200-01-01T00:00:00Z.")
     count: int = Field(10, ge=1, le=1000)
 
 

@@ -58,10 +58,8 @@ async def redeliver(svc: Svc, principal: Authenticated, delivery_id: uuid.UUID) 
     """Re-queue a dead, delivered or suppressed notice under the same delivery id; the
     research is never rerun (operator)."""
     tenant = _operator(principal)
-    await uc.redeliver(svc.db, svc.clock, tenant, str(delivery_id), principal.label)
-    (row,) = [r for r in await uc.list_deliveries(svc.db, tenant_id=tenant, limit=1000)
-              if str(r["delivery_id"]) == str(delivery_id)] or [None]
-    return {**row, "delivery_id": str(row["delivery_id"])}  # type: ignore[dict-item]
+    row = await uc.redeliver(svc.db, svc.clock, tenant, str(delivery_id), principal.label)
+    return {**row, "delivery_id": str(row["delivery_id"])}
 
 
 @router.get("/webhooks", response_model=EndpointList, tags=["outbox"], summary="Webhook endpoints")

@@ -20,11 +20,11 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import AwareDatetime, Field, WithJsonSchema
+from pydantic import Field, WithJsonSchema
 
 from watchkeeper.runtime import Clock, Database, NotFound, Settings
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import SpecV1, parse_spec
+from watchkeeper.triggers import IDENTIFIER_PATTERN, SpecV1, parse_spec
 
 from ._auth import principal_of
 from ._models import (
@@ -47,10 +47,17 @@ SpecArg = Annotated[dict[str, Any], WithJsonSchema({"type": "object", SPEC_MARKE
 """A spec as JSON; its published schema is the spec model's (see :func:`_with_spec_schema`)
 and it is parsed by the use case, so every problem comes back at once."""
 
+_IDENTIFIER = {"pattern": IDENTIFIER_PATTERN, "maxLength": 128}
+"""The identifier rule, stated in the schema and checked by the use cases (so a refusal
+is a problem naming the field, not the SDK's text)."""
 DefinitionId = Annotated[str, Field(description="The agreement's id in your tenant, e.g. "
-                                                "'holdings' (letters, digits, . _ : -).")]
-Cursor = Annotated[str | None, Field(description="The next_cursor of the previous page.")]
-Instant = Annotated[AwareDatetime | None, Field(description="ISO 8601 with an offset.")]
+                                                "'holdings' (letters, digits, . _ : @ -).",
+                                    json_schema_extra=_IDENTIFIER)]
+UserId = Annotated[str, Field(json_schema_extra=_IDENTIFIER)]
+Cursor = Annotated[str | None, Field(max_length=2000,
+                                     description="The next_cursor of the previous page.")]
+Instant = Annotated[uc.Instant | None, Field(
+    description="RFC 3339 with an offset, 1970-01-01T00:00:00Z to 2200-01-01T00:00:00Z.")]
 
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _PROPOSE = ToolAnnotations(read_only_hint=False, destructive_hint=False,
@@ -82,8 +89,8 @@ class Tools:
 
     async def propose_agreement(
         self, definition_id: DefinitionId, spec: SpecArg,
-        owner: Annotated[str, Field(description="The user who will own the agreement and "
-                                                "confirm it (a user of your tenant).")],
+        owner: Annotated[UserId, Field(description="The user who will own the agreement and "
+                                                   "confirm it (a user of your tenant).")],
         ctx: Context,
         based_on: Annotated[int | None, Field(ge=1, le=2**31 - 1, description=(
             "The latest revision this edit starts from: required once the agreement "
@@ -103,7 +110,7 @@ class Tools:
                 spec=spec, owner_user_id=owner, based_on=based_on,
                 min_interval=self.settings.min_interval_delta)
             return Proposal(**view.to_json(), confirm=view.confirm_at())
-        return await _reply(run)
+        return await _reply(run, definition_id=definition_id, owner=owner)
 
     async def preview_schedule(
         self, spec: SpecArg, ctx: Context, after: Instant = None,
@@ -132,7 +139,7 @@ class Tools:
             last = rows[-1] if len(rows) == limit else None
             return AgreementList(items=rows, next_cursor=uc.encode_cursor(
                 (last["tenant_id"], last["definition_id"]) if last else None))
-        return await _reply(run)
+        return await _reply(run, cursor=cursor)
 
     async def show_agreement(self, definition_id: DefinitionId,
                              ctx: Context) -> Annotated[CallToolResult, Agreement]:
@@ -150,12 +157,13 @@ class Tools:
                                 "trigger": spec_json.get("trigger")},
                              summary=uc.describe(spec) if spec is not None else None,
                              revisions=view.revisions, next=[i.to_json() for i in upcoming])
-        return await _reply(run)
+        return await _reply(run, definition_id=definition_id)
 
     async def task_history(
         self, ctx: Context, definition_id: Annotated[str | None, Field(
-            description="Only this agreement.")] = None,
-        user: Annotated[str | None, Field(description="Only this owner.")] = None,
+            description="Only this agreement.", json_schema_extra=_IDENTIFIER)] = None,
+        user: Annotated[str | None, Field(description="Only this owner.",
+                                          json_schema_extra=_IDENTIFIER)] = None,
         status: Annotated[str | None, Field(description="A decision (e.g. skipped_expired) "
                                                         "or task status (e.g. completed).")] = None,
         since: Instant = None, until: Instant = None,
@@ -166,6 +174,7 @@ class Tools:
         the skipped ranges; filtered by agreement, owner, status and scheduled time;
         paged with next_cursor."""
         async def run() -> HistoryPage:
+            uc.check_identifiers({"definition_id": definition_id, "user": user})
             tenant, owner = uc.reading_scope(await self._principal(ctx))
             page = await uc.history(self.db, uc.HistoryQuery(
                 tenant, definition_id, owner or user, status, since, until, limit,
@@ -173,7 +182,8 @@ class Tools:
             return HistoryPage(items=[_entry(e) for e in page.entries],
                                events=[dict(e.row) for e in page.events],
                                next_cursor=uc.encode_cursor(page.after))
-        return await _reply(run)
+        return await _reply(run, definition_id=definition_id, user=user, status=status,
+                            cursor=cursor)
 
     async def task_report(
         self, task_id: Annotated[int, Field(ge=1, le=2**63 - 1)], ctx: Context,
@@ -213,7 +223,7 @@ class Tools:
             return PollList(items=list(page.polls), next_cursor=uc.encode_cursor(
                 (position.scheduled_for, position.definition_id, position.binding_id,
                  position.slot) if position else None))
-        return await _reply(run)
+        return await _reply(run, definition_id=definition_id, cursor=cursor)
 
     async def _visible(self, ctx: Context, definition_id: str) -> uc.DefinitionView:
         """The definition, if the call's principal may read it (another tenant's: NotFound)."""
@@ -229,9 +239,12 @@ def _entry(entry: uc.HistoryEntry) -> HistoryEntry:
     return HistoryEntry(**entry.row, outcome=entry.outcome, next_step=entry.next_step)
 
 
-async def _reply(run: Any) -> CallToolResult:
-    """``run()``'s model as the answer, or the refusal it raised."""
+async def _reply(run: Any, **arguments: Any) -> CallToolResult:
+    """``run()``'s model as the answer, or the refusal it raised; first, the text
+    ``arguments`` (named as the tool's parameters) pass the doors' shared check (no NUL,
+    no lone surrogate; a ``spec`` is its parser's to check)."""
     try:
+        uc.check_input(arguments)
         return answer(await run())
     except KNOWN as exc:
         return refusal(exc)

@@ -1019,6 +1019,15 @@ WHERE ($1::text IS NULL OR d.tenant_id = $1)
 ORDER BY d.created_at DESC, d.delivery_id
 LIMIT $4;
 
+-- name: delivery_show
+-- One delivery as deliveries_list shows it, by its id.
+SELECT d.tenant_id, d.delivery_id, d.task_id, t.definition_id, t.slot, d.channel,
+       d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
+       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason
+FROM deliveries d
+JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
+WHERE d.tenant_id = $1 AND d.delivery_id = $2;
+
 -- name: delivery_attempts_list
 SELECT attempt, dispatcher, finished_at, outcome, response_status, detail
 FROM delivery_attempts WHERE tenant_id = $1 AND delivery_id = $2 ORDER BY attempt_id;
