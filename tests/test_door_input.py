@@ -142,8 +142,9 @@ async def test_an_instant_outside_the_range_is_422_naming_it(api: Api, keys: Key
 async def test_instants_are_date_time_text_as_the_schema_says(api: Api, keys: Keys) -> None:
     """since, until and after are RFC 3339 date-time text, as the document declares: a
     number (read as Unix seconds until now) and a time without an offset are refused 422
-    naming the field; a duration is an ISO 8601 string or seconds, and the document says
-    both, so ``cooldown: 0`` is valid by the schema and accepted."""
+    naming the field, in a spec too (``anchor``, ``until``); a boolean is no number of
+    hours; a duration is an ISO 8601 string or seconds, and the document says both, so
+    ``cooldown: 0`` is valid by the schema and accepted."""
     op = keys.operator
     for value in ("0.5", "1700000000", "2026-03-29T01:00:00"):
         assert fields(await api.call("GET", "/v1/history", op, since=value)) == ["since"]
@@ -152,6 +153,13 @@ async def test_instants_are_date_time_text_as_the_schema_says(api: Api, keys: Ke
             "since"]
     assert fields(await api.call("POST", "/v1/previews", keys.agent, body={
         "spec": WEDNESDAY, "after": 0.5})) == ["after"]
+    hourly = {"version": 1, "trigger": {"type": "interval", "every": 3600, "anchor": 0},
+              "ends": {"until": "1.5"}}
+    assert fields(await api.call("POST", "/v1/previews", keys.agent, body={
+        "spec": hourly})) == ["trigger.anchor", "ends.until"]
+    await api.call("POST", "/v1/webhooks", op, body={"name": "ops", "url": "https://e.com/"})
+    assert fields(await api.call("POST", "/v1/webhooks/ops/rotate", op, body={
+        "overlap_hours": False})) == ["overlap_hours"]
     document = (await api.call("GET", "/openapi.json")).json()
     history = {p["name"]: p["schema"] for p in document["paths"]["/v1/history"]["get"][
         "parameters"]}

@@ -135,6 +135,23 @@ def _instant_in_range(value: datetime, field: str) -> datetime:
     return value
 
 
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _instant_text(value: Any, field: str) -> Any:
+    """Refuse a number (or a numeric string) where an instant is written: the schema
+    says ``format: date-time``, and pydantic would read it as Unix seconds.
+
+    Raises:
+        SpecError: naming ``field``.
+    """
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise SpecError(field, f"{value!r} is a number, not a date-time.",
+                        "write an ISO 8601 date-time with an offset, e.g. "
+                        "'2026-03-29T01:00:00Z'.")
+    return value
+
+
 def _aware_instant(value: datetime, field: str) -> datetime:
     """``value`` in UTC if it is aware and in range.
 
@@ -228,6 +245,11 @@ class IntervalTrigger(_Model):
         return _resolved(value, "trigger.every", timedelta(days=3660), info,
                          "use every >= {minimum:g} seconds.")
 
+    @pydantic.field_validator("anchor", mode="before")
+    @classmethod
+    def _anchor_text(cls, value: Any) -> Any:
+        return _instant_text(value, "trigger.anchor")
+
     @pydantic.field_validator("anchor")
     @classmethod
     def _anchor(cls, value: datetime) -> datetime:
@@ -246,6 +268,11 @@ class AtTrigger(_Model):
     type: Literal["at"]
     at: datetime
     zone: str = "UTC"
+
+    @pydantic.field_validator("at", mode="before")
+    @classmethod
+    def _at_text(cls, value: Any) -> Any:
+        return _instant_text(value, "trigger.at")
 
     @pydantic.field_validator("zone")
     @classmethod
@@ -340,6 +367,11 @@ class ConditionTrigger(_Model):
             raise SpecError("trigger.cooldown", "is negative.", "use 0 or more seconds.")
         return _bounded(value, "trigger.cooldown", timedelta(days=3660))
 
+    @pydantic.field_validator("anchor", mode="before")
+    @classmethod
+    def _anchor_text(cls, value: Any) -> Any:
+        return _instant_text(value, "trigger.anchor")
+
     @pydantic.field_validator("anchor")
     @classmethod
     def _anchor(cls, value: datetime) -> datetime:
@@ -405,6 +437,11 @@ class Ends(_Model):
 
     until: datetime | None = None
     after: Annotated[pydantic.StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
+
+    @pydantic.field_validator("until", mode="before")
+    @classmethod
+    def _until_text(cls, value: Any) -> Any:
+        return _instant_text(value, "ends.until")
 
     @pydantic.field_validator("until")
     @classmethod

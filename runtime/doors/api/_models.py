@@ -31,7 +31,9 @@ class _Out(BaseModel):
 
 
 class _In(BaseModel):
-    """A request body: unknown fields are refused (``additionalProperties: false``)."""
+    """A request body: unknown fields are refused (``additionalProperties: false``); a
+    number or a boolean is taken only as the schema types it (``strict``: ``false`` is
+    no number of hours, ``1`` no boolean)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,7 +60,7 @@ class PreviewIn(_In):
     spec: SpecJson
     after: Instant | None = Field(None, description="Strictly after this instant (default now); "
                                                     "1970-01-01T00:00:00Z to 2200-01-01T00:00:00Z.")
-    count: int = Field(10, ge=1, le=1000)
+    count: int = Field(10, ge=1, le=1000, strict=True)
 
 
 class PreviewOut(_Out):
@@ -72,7 +74,7 @@ class ProposeIn(_In):
     spec: SpecJson
     owner: Identifier | None = Field(None, description="The owner user (required for an agent or an "
                                                 "operator key; a user proposes for themselves).")
-    based_on: int | None = Field(None, ge=1, le=2**31 - 1,
+    based_on: int | None = Field(None, ge=1, le=2**31 - 1, strict=True,
                                  description="The latest revision this edit starts from "
                                              "(required once the definition exists).")
 
@@ -119,7 +121,7 @@ class NoteIn(_In):
 
 
 class CancelIn(NoteIn):
-    running: bool = Field(False, description="Also request cancellation of the running task.")
+    running: bool = Field(False, strict=True, description="Also request cancellation of the running task.")
 
 
 class FenceOut(_Out):
@@ -330,7 +332,7 @@ class EndpointList(_Out):
 
 
 class RotateIn(_In):
-    overlap_hours: float = Field(24.0, ge=0, le=720,
+    overlap_hours: float = Field(24.0, ge=0, le=720, strict=True,
                                  description="Hours the old secrets keep signing.")
 
 
