@@ -37,8 +37,10 @@ if TYPE_CHECKING:
     from ._cursors import POLLS_CURSOR as POLLS_CURSOR
     from ._cursors import decode_cursor as decode_cursor
     from ._cursors import encode_cursor as encode_cursor
+    from ._definition_views import DefinitionReading as DefinitionReading
     from ._definition_views import DefinitionView as DefinitionView
     from ._definition_views import list_definitions as list_definitions
+    from ._definition_views import read_definition as read_definition
     from ._definition_views import show_definition as show_definition
     from ._definition_views import stored_spec as stored_spec
     from ._definitions import Confirmation as Confirmation
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from ._definitions import confirm as confirm
     from ._definitions import pause as pause
     from ._definitions import propose as propose
+    from ._definitions import reject as reject
     from ._definitions import resume as resume
     from ._deliveries import list_deliveries as list_deliveries
     from ._deliveries import redeliver as redeliver
@@ -153,9 +156,9 @@ __all__ = [
     "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
     "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
     "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",
-    "DefinitionView", "list_definitions",
+    "DefinitionReading", "DefinitionView", "list_definitions", "read_definition",
     "show_definition", "stored_spec", "cancel", "confirm", "Confirmation", "pause",
-    "Proposal", "propose", "resume", "list_deliveries", "redeliver", "history",
+    "Proposal", "propose", "reject", "resume", "list_deliveries", "redeliver", "history",
     "HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
     "next_step", "report", "shorten", "task_entry", "INSTANT_RANGE", "Instant",
     "check_identifiers", "check_input", "check_instants", "AgentPrincipal", "ApiKey",
@@ -187,10 +190,11 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",
     ),
     "._definition_views": (
-        "DefinitionView", "list_definitions", "show_definition", "stored_spec",
+        "DefinitionReading", "DefinitionView", "list_definitions", "read_definition",
+        "show_definition", "stored_spec",
     ),
     "._definitions": (
-        "Confirmation", "Proposal", "cancel", "confirm", "pause", "propose", "resume",
+        "Confirmation", "Proposal", "cancel", "confirm", "pause", "propose", "reject", "resume",
     ),
     "._deliveries": (
         "list_deliveries", "redeliver",

@@ -35,6 +35,7 @@ __all__ = [
     "confirm",
     "pause",
     "propose",
+    "reject",
     "resume",
 ]
 
@@ -225,6 +226,35 @@ def _check_confirmable(row: Any, rev: Any, revision: int, spec_hash: str) -> Non
             f"spec hash mismatch: revision {revision} has {expected[:12]}…, you presented "
             f"{spec_hash[:12]}…; re-read the proposal before confirming"
         )
+
+
+async def reject(db: Database, clock: Clock, principal: UserPrincipal, *, definition_id: str,
+                 revision: int) -> None:
+    """The owner declines a proposed revision: it is ``rejected`` (by the principal's
+    label, now) and can never be confirmed; the effective revision, if any, goes on
+    unchanged and the fence does not move (nothing that runs changed). An agent may
+    propose again, based on the latest revision.
+
+    Raises:
+        NotFound: no such definition or revision in the principal's tenant, or the
+            principal is not the owner.
+        Conflict: the revision is not an open proposal, or the definition is cancelled.
+    """
+    now = clock.now()
+    tenant_id = principal.tenant_id
+    async with db.transaction() as tx:
+        row = await tx.fetchrow("definition_lock", tenant_id, definition_id)
+        if row is None or row["owner_user_id"] != principal.user_id:
+            raise NotFound(f"no definition {tenant_id}/{definition_id}")
+        rev = await tx.fetchrow("revision_get", tenant_id, definition_id, revision)
+        if rev is None:
+            raise NotFound(f"no revision {revision} of {definition_id}")
+        if row["status"] == "cancelled":
+            raise Conflict(f"definition {definition_id} is cancelled")
+        if rev["status"] != "proposed":
+            raise Conflict(f"revision {revision} is {rev['status']}, not an open proposal")
+        await tx.execute("revision_reject", tenant_id, definition_id, revision,
+                         principal.label, now)
 
 
 async def _lock_for_change(tx: Connection, actor: Actor, tenant_id: str,

@@ -1,4 +1,4 @@
-"""``/v1/definitions``: list and show, propose a revision, confirm it, pause, resume,
+"""``/v1/definitions``: list and show, propose a revision, confirm or reject it, pause, resume,
 cancel, trigger now, review, and a condition's poll timeline.
 
 Every route acts in the principal's tenant. A definition is first looked up (another
@@ -28,6 +28,7 @@ from ._models import (
     PollList,
     ProposalOut,
     ProposeIn,
+    RejectionOut,
     ReviewIn,
     ReviewOut,
     TriggerIn,
@@ -77,18 +78,12 @@ async def list_definitions(svc: Svc, principal: Authenticated,
 @router.get("/{definition_id}", response_model=DefinitionOut, summary="Show a definition")
 async def show_definition(svc: Svc, principal: Authenticated,
                           definition_id: DefinitionId) -> dict[str, Any]:
-    """Status, effective and proposed revisions, fence, next due, the effective spec, and
-    its next occurrences with DST notes."""
-    view = await _visible(svc, principal, definition_id, uc.Capability.READ)
-    row = view.definition
-    upcoming: list[Any] = []
-    if row["spec"] is not None and row["status"] in ("active", "paused"):
-        spec = uc.stored_spec(row)
-        upcoming = [i.to_json() for i in uc.preview_spec(spec, svc.clock.now())]
-    spec_json = row["spec"] or {}
-    latest = view.revisions[-1] if view.revisions else {}
-    return {**row, "title": spec_json.get("title", latest.get("title")),
-            "trigger": spec_json.get("trigger"), "revisions": view.revisions, "next": upcoming}
+    """Status, revisions, fence, next due, the effective spec in plain words with its
+    next occurrences and DST notes, and the revision awaiting the owner's confirmation
+    (``proposal``) as its proposal showed it. Before the first confirmation, ``spec``,
+    ``spec_hash``, ``summary`` and ``next`` show that proposal (``shows_revision``)."""
+    reading = await uc.read_definition(svc.db, svc.clock, principal, definition_id)
+    return reading.to_json()
 
 
 @router.post("/{definition_id}/revisions", status_code=201, response_model=ProposalOut,
@@ -121,6 +116,18 @@ async def confirm(svc: Svc, principal: Authenticated, definition_id: DefinitionI
                             revision=revision, spec_hash=body.spec_hash)
     return {"definition_id": definition_id, "revision": done.revision, "fence": done.fence,
             "effective_since": done.effective_since, "next_due_at": done.next_due_at}
+
+
+@router.post("/{definition_id}/revisions/{revision}/reject", response_model=RejectionOut,
+             summary="Reject a proposed revision (the owner)")
+async def reject(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+                 revision: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> dict[str, Any]:
+    """The owner declines a proposed revision: it never runs; the effective revision,
+    if any, goes on. An agent or operator key: 403. Not an open proposal: 409."""
+    await _visible(svc, principal, definition_id, uc.Capability.CONFIRM)
+    assert isinstance(principal, uc.UserPrincipal)
+    await uc.reject(svc.db, svc.clock, principal, definition_id=definition_id, revision=revision)
+    return {"definition_id": definition_id, "revision": revision, "status": "rejected"}
 
 
 async def _control(svc: Svc, principal: uc.Principal, definition_id: str, verb: str,

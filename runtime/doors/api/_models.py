@@ -180,21 +180,48 @@ class DefinitionList(_Out):
 class RevisionOut(_Out):
     revision: int
     spec_hash: str
-    status: str
+    status: str = Field(description="proposed, confirmed, superseded, withdrawn, rejected or "
+                                    "registered.")
     based_on: int | None
     proposed_by: str
     proposed_at: datetime
     confirmed_by: str | None
     confirmed_at: datetime | None
+    rejected_by: str | None = None
+    rejected_at: datetime | None = None
     title: str | None
+
+
+class RejectionOut(_Out):
+    """A proposed revision the owner rejected: it never runs."""
+
+    definition_id: str
+    revision: int
+    status: str = "rejected"
+
+
+class AwaitingProposalOut(ProposalOut):
+    """The revision awaiting its owner's confirmation, as its proposal answered it (next
+    occurrences recomputed from now), with its whole spec."""
+
+    spec: dict[str, Any] = Field(description="The proposed spec, descriptive part included.")
+    proposed_by: str
+    proposed_at: datetime
 
 
 class DefinitionOut(DefinitionSummary):
     effective_since: datetime | None = None
     status_note: str = Field("", description="Why it was last paused, resumed or cancelled.")
     status_by: str | None = Field(None, description="Who did that.")
-    spec: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = Field(None, description=(
+        "The effective (confirmed) spec; before the first confirmation, the proposed one "
+        "(shows_revision says which)."))
     spec_hash: str | None = None
+    shows_revision: int | None = Field(None, description="The revision spec, spec_hash, "
+                                                         "summary and next describe.")
+    summary: str | None = Field(None, description="That spec in plain words.")
+    proposal: AwaitingProposalOut | None = Field(None, description=(
+        "The revision awaiting the owner's confirmation (null: none)."))
     revisions: list[RevisionOut]
     next: list[PreviewItemOut] = Field(default_factory=list)
 

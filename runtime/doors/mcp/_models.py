@@ -104,25 +104,44 @@ class Revision(_Out):
 
     revision: int
     spec_hash: str
-    status: str = Field(description="proposed, confirmed, superseded, withdrawn or registered.")
+    status: str = Field(description="proposed, confirmed, superseded, withdrawn, rejected or "
+                                    "registered.")
     based_on: int | None
     proposed_by: str
     proposed_at: datetime
     confirmed_by: str | None
     confirmed_at: datetime | None
+    rejected_by: str | None = None
+    rejected_at: datetime | None = None
     title: str | None
+
+
+class AwaitingProposal(Proposal):
+    """The revision awaiting its owner's confirmation, as propose_agreement answered it
+    (next occurrences recomputed from now), with its whole spec."""
+
+    spec: dict[str, Any] = Field(description="The proposed spec, descriptive part included.")
+    proposed_by: str
+    proposed_at: datetime
 
 
 class Agreement(AgreementSummary):
     """One definition: status, revisions, the effective spec in plain words and its next
-    occurrences."""
+    occurrences, and the revision awaiting confirmation."""
 
     effective_since: datetime | None = None
     status_note: str = Field("", description="Why it was last paused, resumed or cancelled.")
     status_by: str | None = Field(None, description="Who did that.")
-    spec: dict[str, Any] | None = Field(None, description="The effective (confirmed) spec.")
+    spec: dict[str, Any] | None = Field(None, description=(
+        "The effective (confirmed) spec; before the first confirmation, the proposed one "
+        "(shows_revision says which)."))
     spec_hash: str | None = None
-    summary: str | None = Field(None, description="The effective spec in plain words.")
+    shows_revision: int | None = Field(None, description="The revision spec, spec_hash, "
+                                                         "summary and next describe.")
+    summary: str | None = Field(None, description="That spec in plain words.")
+    proposal: AwaitingProposal | None = Field(None, description=(
+        "The revision awaiting the owner's confirmation (null: none): show the user its "
+        "summary and next, and where to confirm."))
     revisions: list[Revision]
     next: list[PreviewItem] = Field(default_factory=list)
 

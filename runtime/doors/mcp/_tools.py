@@ -144,19 +144,14 @@ class Tools:
     async def show_agreement(self, definition_id: DefinitionId,
                              ctx: Context) -> Annotated[CallToolResult, Agreement]:
         """One agreement: status, every revision (proposed, confirmed, ...), the
-        effective spec and its summary, and its next occurrences with DST notes."""
+        effective spec and its summary, its next occurrences with DST notes, and the
+        revision awaiting the owner's confirmation (`proposal`) as propose_agreement
+        answered it: summary, next occurrences, spec, spec_hash and where to confirm.
+        Before the first confirmation, `spec`, `summary` and `next` show that proposal."""
         async def run() -> Agreement:
-            view = await self._visible(ctx, definition_id)
-            row = view.definition
-            spec = uc.stored_spec(row) if row["spec"] is not None else None
-            upcoming = (uc.preview_spec(spec, self.clock.now())
-                        if spec is not None and row["status"] in ("active", "paused") else [])
-            latest = view.revisions[-1] if view.revisions else {}
-            spec_json = row["spec"] or {}
-            return Agreement(**{**row, "title": spec_json.get("title", latest.get("title")),
-                                "trigger": spec_json.get("trigger")},
-                             summary=uc.describe(spec) if spec is not None else None,
-                             revisions=view.revisions, next=[i.to_json() for i in upcoming])
+            reading = await uc.read_definition(self.db, self.clock, await self._principal(ctx),
+                                               definition_id)
+            return Agreement(**reading.to_json())
         return await _reply(run, definition_id=definition_id)
 
     async def task_history(

@@ -1,4 +1,4 @@
-"""The history page: a read-only, server-rendered door for a person, at ``/`` on
+"""The history page: a server-rendered door for a person, at ``/`` on
 ``watchkeeper serve`` (mounted by the API's app factory).
 
 ==================================== ===============================================
@@ -13,6 +13,8 @@ path                                 shows
 ``/definitions/{id}/polls``          a condition's poll timeline
 ``/tasks/{task_id}``                 one task: its six facts, the report (markdown
                                      rendered without HTML), receipt and deliveries
+``/definitions/{id}/{action}``       POST, the owner's decisions (``_actions``): confirm
+                                     or reject a proposal; pause, resume, cancel, run now
 ``/sign-in``, ``/sign-out``          the session (a user token or an operator key)
 ==================================== ===============================================
 
@@ -22,11 +24,12 @@ revoked key or a replaced token signs the viewer out at once); an agent key, an 
 key and the tick secret are refused. The credential is kept in an ``HttpOnly``,
 ``SameSite=Strict`` cookie (``Secure`` over https). The API never reads that cookie:
 it authenticates ``Authorization: Bearer`` only, so the cookie cannot be used against
-it from another site. The two POST forms (sign in, sign out) are CSRF-protected by
-``SameSite=Strict`` and by refusing a request whose ``Origin`` (or, without one,
-``Referer``) is not this page's own origin.
+it from another site. The POST forms are CSRF-protected by ``SameSite=Strict`` and by
+refusing a request whose ``Origin`` (or, without one, ``Referer``) is not this page's
+own origin; the action forms also carry a token derived from the session.
 
-Modules: the session (``_session``), the views (``_views``), rendering, the security
+Modules: the session (``_session``), the views (``_views``), the owner's decisions
+(``_actions``), rendering, the security
 headers and the one error-to-page mapping (``_render``) — its cursors are the use
 cases' own, as in the API and MCP; Jinja2 templates in ``templates/`` (autoescaped) and the style sheet in
 ``static/``. Imports the use cases and the runtime's front door only.
@@ -34,7 +37,7 @@ cases' own, as in the API and MCP; Jinja2 templates in ``templates/`` (autoescap
 
 from fastapi import APIRouter
 
-from . import _session, _views
+from . import _actions, _session, _views
 
 __all__ = ["router"]
 
@@ -42,3 +45,4 @@ router = APIRouter(include_in_schema=False)
 """Every route of the page; the API's app factory includes it."""
 router.include_router(_session.router)
 router.include_router(_views.router)
+router.include_router(_actions.router)

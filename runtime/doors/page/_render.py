@@ -11,6 +11,8 @@ CrossSiteForm           403    "sent from another site"
 NotFound                404    also another tenant's or user's ids, and a
                                path parameter of the wrong type
 SpecError, bad query    400    the field and the fix
+Conflict                409    what stands in the way (an action the
+                               definition's state does not allow)
 Forbidden               403
 DatabaseUnavailable     503    with ``Retry-After``
 WatchkeeperError        500    no detail
@@ -33,7 +35,13 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from watchkeeper.runtime import DatabaseUnavailable, Forbidden, NotFound, WatchkeeperError
+from watchkeeper.runtime import (
+    Conflict,
+    DatabaseUnavailable,
+    Forbidden,
+    NotFound,
+    WatchkeeperError,
+)
 from watchkeeper.triggers import SpecError
 
 __all__ = ["COOKIE", "SIGN_IN_REASONS", "CrossSiteForm", "PageRoute", "SignInRequired", "markdown",
@@ -172,7 +180,7 @@ def _error(request: Request, exc: Exception) -> Response:
         return _invalid(exc)
     if isinstance(exc, CrossSiteForm):
         return error_page(403, "This form was sent from another site", str(exc),
-                          fix="sign in and out from this page itself.")
+                          fix="use the forms of this page itself.")
     if isinstance(exc, NotFound):
         return error_page(404, "Not found", "There is no such definition or task for you.")
     if isinstance(exc, SpecError):
@@ -181,6 +189,9 @@ def _error(request: Request, exc: Exception) -> Response:
                           f"{problem['field']}: {problem['message']}", fix=problem.get("fix", ""))
     if isinstance(exc, Forbidden):
         return error_page(403, "Not allowed", str(exc))
+    if isinstance(exc, Conflict):
+        return error_page(409, "This could not be done", str(exc),
+                          fix="reload the definition's page and decide on what it shows now.")
     if isinstance(exc, DatabaseUnavailable):
         page = error_page(503, "The database is unreachable", "Try again in a few seconds.")
         page.headers["Retry-After"] = "5"

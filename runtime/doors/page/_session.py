@@ -10,15 +10,18 @@ for the session's 12 hours. Every request looks the session up again, so sign-ou
 revoking the key or replacing the token signs the viewer out at the next click; the id
 is no Bearer credential of the API.
 
-CSRF: besides ``SameSite=Strict``, the two POST forms refuse a request whose
+CSRF: besides ``SameSite=Strict``, every POST form refuses a request whose
 ``Origin`` header (or, when a browser sends none, its ``Referer``) is not this page's
 own scheme, host and port; a request with neither is refused too. (Behind a reverse
 proxy, forward the original ``Host`` and, for https, ``X-Forwarded-Proto`` with
-uvicorn's ``--proxy-headers``.)
+uvicorn's ``--proxy-headers``.) The action forms (``_actions``) also carry a token
+derived from the session id (:func:`csrf_token`), checked by :func:`check_csrf`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from typing import Annotated, Protocol
 from urllib.parse import parse_qs, urlsplit
 
@@ -39,7 +42,8 @@ from ._render import (
     safe_next,
 )
 
-__all__ = ["Viewer", "router", "viewer"]
+__all__ = ["Viewer", "check_csrf", "check_origin", "csrf_token", "read_form", "router",
+           "viewer"]
 
 router = APIRouter(route_class=PageRoute)
 
@@ -107,7 +111,26 @@ def check_origin(request: Request) -> None:
         raise CrossSiteForm(f"It came from {origin!r}, not from {own!r}.")
 
 
-async def _form(request: Request) -> dict[str, str]:
+def csrf_token(session_id: str) -> str:
+    """The token the page's action forms carry for the session ``session_id``: derived
+    from the id (which no script and no other site can read), so it needs no storage
+    and changes with every session."""
+    return hashlib.sha256(b"watchkeeper page form\x00" + session_id.encode()).hexdigest()
+
+
+def check_csrf(request: Request, form: dict[str, str]) -> None:
+    """Nothing when the form carries the token of the request's session.
+
+    Raises:
+        CrossSiteForm: the ``csrf`` field is missing or belongs to no session of this
+            cookie.
+    """
+    expected = csrf_token(request.cookies.get(COOKIE, ""))
+    if not secrets.compare_digest(form.get("csrf", "").encode(), expected.encode()):
+        raise CrossSiteForm("The form's token is missing or is not this session's.")
+
+
+async def read_form(request: Request) -> dict[str, str]:
     """The fields of an ``application/x-www-form-urlencoded`` body (at most 8 KiB).
 
     Raises:
@@ -145,7 +168,7 @@ async def sign_in(request: Request) -> Response:
     sets its id in the cookie and goes on to ``next``; anything else answers the form
     again with the reason (401, or 403 for an agent key or the tick secret)."""
     check_origin(request)
-    form = await _form(request)
+    form = await read_form(request)
     token, next_path = form.get("token", "").strip(), safe_next(form.get("next"))
     svc = services(request)
     try:

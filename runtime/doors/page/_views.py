@@ -18,8 +18,9 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from watchkeeper.runtime import NotFound
 from watchkeeper.runtime import usecases as uc
 
-from ._render import HERE, PageRoute, markdown, render
-from ._session import Viewer, services
+from ._actions import DONE, Action
+from ._render import COOKIE, HERE, PageRoute, markdown, render
+from ._session import Viewer, csrf_token, services
 
 __all__ = ["router"]
 
@@ -47,28 +48,18 @@ def _who(viewer: uc.Principal) -> dict[str, str]:
             "name": user if user else f"operator of {viewer.tenant_id}"}  # type: ignore[union-attr]
 
 
-async def _visible(request: Request, viewer: uc.Principal, definition_id: str) -> uc.DefinitionView:
-    """The definition, if the viewer may read it (else :class:`NotFound`)."""
-    tenant, _ = uc.reading_scope(viewer)
-    view = await uc.show_definition(services(request).db, tenant, definition_id)
-    uc.authorize(viewer, uc.Capability.READ, tenant_id=view.definition["tenant_id"],
-                 owner_user_id=view.definition["owner_user_id"])
-    return view
-
-
-def _upcoming(row: dict[str, Any], now: datetime, count: int) -> tuple[str | None, list[Any]]:
-    """The summary of a definition's effective spec and its next ``count`` occurrences
-    (none unless it is active or paused)."""
-    if row.get("spec") is None:
-        return None, []
-    spec = uc.stored_spec(row)
-    items = uc.preview_spec(spec, now, count) if row["status"] in ("active", "paused") else []
-    return uc.describe(spec), [i.to_json() for i in items]
+async def _visible(request: Request, viewer: uc.Principal, definition_id: str,
+                   count: int = 5) -> uc.DefinitionReading:
+    """The definition as the viewer may read it (else :class:`NotFound`): the same use
+    case as the API's ``GET /v1/definitions/{id}`` and MCP ``show_agreement``."""
+    svc = services(request)
+    return await uc.read_definition(svc.db, svc.clock, viewer, definition_id, count=count)
 
 
 @router.get("/")
 async def index(request: Request, viewer: Viewer, cursor: Cursor = None) -> Response:
-    """The definitions the viewer may see, by id, keyset-paged."""
+    """The definitions the viewer may see, by id, keyset-paged: each with its summary
+    and next occurrences, and a revision awaiting confirmation."""
     svc = services(request)
     tenant, owner = uc.reading_scope(viewer)
     after = uc.decode_cursor(cursor, uc.DEFINITIONS_CURSOR, fix=FOLLOW_LINK)
@@ -76,9 +67,10 @@ async def index(request: Request, viewer: Viewer, cursor: Cursor = None) -> Resp
                                      after=after)  # type: ignore[arg-type]
     items = []
     for row in rows:
-        view = await uc.show_definition(svc.db, row["tenant_id"], row["definition_id"])
-        summary, upcoming = _upcoming(view.definition, svc.clock.now(), LIST_PREVIEW)
-        items.append({**row, "summary": summary, "upcoming": upcoming})
+        reading = await _visible(request, viewer, row["definition_id"], LIST_PREVIEW)
+        items.append({**row, "summary": reading.summary,
+                      "upcoming": [i.to_json() for i in reading.next],
+                      "proposal": reading.proposal_json()})
     last = rows[-1] if len(rows) == PAGE_SIZE else None
     return render("index.html", viewer=_who(viewer), items=items, now=svc.clock.now(),
                   next_cursor=uc.encode_cursor(
@@ -88,22 +80,28 @@ async def index(request: Request, viewer: Viewer, cursor: Cursor = None) -> Resp
 @router.get("/definitions/{definition_id}")
 async def definition(request: Request, viewer: Viewer, definition_id: DefinitionId,
                      cursor: Cursor = None,
-                     status: Annotated[str | None, Query(max_length=64)] = None) -> Response:
-    """One definition: summary, revisions, next occurrences with DST notes, and its
-    history newest first (the six facts per occurrence), keyset-paged."""
+                     status: Annotated[str | None, Query(max_length=64)] = None,
+                     done: Action | None = None) -> Response:
+    """One definition: summary, a revision awaiting confirmation (with Confirm and
+    Reject for its owner), Pause / Resume / Cancel / Run now, revisions, next
+    occurrences with DST notes, and its history newest first (the six facts per
+    occurrence), keyset-paged; ``done``: the action just taken."""
     svc = services(request)
     view = await _visible(request, viewer, definition_id)
-    summary, upcoming = _upcoming(view.definition, svc.clock.now(), 5)
     tenant, owner = uc.reading_scope(viewer)
     after = uc.decode_cursor(cursor, uc.HISTORY_CURSOR, fix=FOLLOW_LINK)
     page = await uc.history(svc.db, uc.HistoryQuery(
         tenant, definition_id, owner, status or None, None, None, PAGE_SIZE,
         after))  # type: ignore[arg-type]
-    row = view.definition
-    return render("definition.html", viewer=_who(viewer), d=row, revisions=view.revisions,
-                  title=(row["spec"] or {}).get("title") or (view.revisions[-1]["title"]
-                                                             if view.revisions else None),
-                  summary=summary, upcoming=upcoming, entries=page.entries,
+    return render("definition.html", viewer=_who(viewer), d=view.definition,
+                  revisions=view.revisions, title=view.title,
+                  summary=view.summary if view.definition["spec"] is not None else None,
+                  upcoming=[i.to_json() for i in view.next]
+                  if view.definition["spec"] is not None else [],
+                  proposal=view.proposal_json(), entries=page.entries,
+                  can_act=uc.principal_kind(viewer) == "user",
+                  csrf=csrf_token(request.cookies.get(COOKIE, "")),
+                  done=DONE[done] if done else None,
                   events=[e.row for e in page.events] if after is None else [],
                   statuses=sorted(uc.HISTORY_STATUSES), status_filter=status or "",
                   first_page=after is None, next_cursor=uc.encode_cursor(page.after))

@@ -267,13 +267,17 @@ WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3;
 
 -- name: revisions_list
 SELECT revision, spec_hash, status, based_on, proposed_by, proposed_at, confirmed_by,
-       confirmed_at, spec->>'title' AS title
+       confirmed_at, rejected_by, rejected_at, spec->>'title' AS title
 FROM definition_revisions
 WHERE tenant_id = $1 AND definition_id = $2
 ORDER BY revision;
 
 -- name: revision_confirm
 UPDATE definition_revisions SET status = 'confirmed', confirmed_by = $4, confirmed_at = $5
+WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3 AND status = 'proposed';
+
+-- name: revision_reject
+UPDATE definition_revisions SET status = 'rejected', rejected_by = $4, rejected_at = $5
 WHERE tenant_id = $1 AND definition_id = $2 AND revision = $3 AND status = 'proposed';
 
 -- name: revisions_retire
