@@ -104,6 +104,9 @@ _TRANSIENT = (
     # a backend terminated while a statement starts on it leaves that connection
     # unusable ("cannot switch to state ...; another operation is in progress")
     asyncpg.exceptions.InternalClientError,
+    # a write on a standby (a failover demoted the server this session is on, or the URL
+    # names a standby): an outage until a session reaches the primary, never a crash
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
     ConnectionError,
     OSError,
     TimeoutError,
@@ -414,6 +417,10 @@ class Database:
             raw = await self.pool.acquire()
         try:
             yield Connection(raw, self.schema if self.pooler is Pooler.TRANSACTION else None)
+        except DatabaseUnavailable as exc:
+            if isinstance(exc.__cause__, asyncpg.exceptions.ReadOnlySQLTransactionError):
+                raw.terminate()  # the next session connects anew: to the primary, by the URL
+            raise
         finally:
             with translated("release"):
                 await self.pool.release(raw)
