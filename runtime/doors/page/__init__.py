@@ -5,14 +5,16 @@
 path                                 shows
 ==================================== ===============================================
 ``/``                                the definitions the viewer may see: status, the
+                                     last outcome beside the next due time, the
                                      plain-words summary, the next occurrences with
                                      their DST notes (keyset-paged)
 ``/definitions/{id}``                one definition: revisions, next occurrences, and
                                      its history as a timeline of the six facts per
                                      occurrence with the recommended next step
 ``/definitions/{id}/polls``          a condition's poll timeline
-``/tasks/{task_id}``                 one task: its six facts, the report (markdown
-                                     rendered without HTML), receipt and deliveries
+``/tasks/{task_id}``                 one task: its six facts, the report's headline and
+                                     every tool call, the report (markdown rendered
+                                     without HTML), receipt and deliveries
 ``/definitions/{id}/{action}``       POST, the owner's decisions (``_actions``): confirm
                                      or reject a proposal; pause, resume, cancel, run now
 ``/sign-in``, ``/sign-out``          the session (a user token or an operator key)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from watchkeeper.runtime import NotFound
+from watchkeeper.runtime import Database, NotFound
 from watchkeeper.runtime import usecases as uc
 
 from ._actions import DONE, Action
@@ -56,10 +56,24 @@ async def _visible(request: Request, viewer: uc.Principal, definition_id: str,
     return await uc.read_definition(svc.db, svc.clock, viewer, definition_id, count=count)
 
 
+async def _last(db: Database, tenant: str, owner: str | None,
+                definition_id: str) -> dict[str, Any] | None:
+    """The definition's latest occurrence (by due time): its ``outcome`` (the furthest
+    fact reached: the task's status, else the decision), ``scheduled_for`` and
+    ``task_id``; ``None`` before the first."""
+    page = await uc.history(db, uc.HistoryQuery(tenant, definition_id, owner, limit=1))
+    if not page.entries:
+        return None
+    entry = page.entries[0]
+    return {"outcome": entry.outcome, "scheduled_for": entry["scheduled_for"],
+            "task_id": entry["task_id"]}
+
+
 @router.get("/")
 async def index(request: Request, viewer: Viewer, cursor: Cursor = None) -> Response:
-    """The definitions the viewer may see, by id, keyset-paged: each with its summary
-    and next occurrences, and a revision awaiting confirmation."""
+    """The definitions the viewer may see, by id, keyset-paged: each with its last
+    outcome beside its next due time, its summary and next occurrences, and a revision
+    awaiting confirmation."""
     svc = services(request)
     tenant, owner = uc.reading_scope(viewer)
     after = uc.decode_cursor(cursor, uc.DEFINITIONS_CURSOR, fix=FOLLOW_LINK)
@@ -70,7 +84,8 @@ async def index(request: Request, viewer: Viewer, cursor: Cursor = None) -> Resp
         reading = await _visible(request, viewer, row["definition_id"], LIST_PREVIEW)
         items.append({**row, "summary": reading.summary,
                       "upcoming": [i.to_json() for i in reading.next],
-                      "proposal": reading.proposal_json()})
+                      "proposal": reading.proposal_json(),
+                      "last": await _last(svc.db, tenant, owner, row["definition_id"])})
     last = rows[-1] if len(rows) == PAGE_SIZE else None
     return render("index.html", viewer=_who(viewer), items=items, now=svc.clock.now(),
                   next_cursor=uc.encode_cursor(
@@ -129,7 +144,9 @@ async def polls(request: Request, viewer: Viewer, definition_id: DefinitionId,
 @router.get("/tasks/{task_id}")
 async def task(request: Request, viewer: Viewer,
                task_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> Response:
-    """One task: its six facts and next step, the report, its receipt and deliveries."""
+    """One task: its six facts and next step, the report's headline, every tool call of
+    every run (refused ones included) with its status, the report, its receipt and
+    deliveries."""
     svc = services(request)
     tenant, _ = uc.reading_scope(viewer)
     entry = await uc.task_entry(svc.db, tenant, task_id)
