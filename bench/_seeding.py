@@ -228,8 +228,9 @@ async def check_bulk(bulk_dsn: str, public_dsn: str, ids: Sequence[str],
         for a, b in zip(bulk, public, strict=True):
             if a != b:
                 differ += 1
-                column = next(k for k in a if a[k] != b.get(k))
-                problems.append(f"{table}.{column}: {a[column]!r} vs {b[column]!r}")
+                column = next(k for k in sorted({*a, *b}) if a.get(k) != b.get(k))
+                problems.append(f"{table}.{column}: {a.get(column, '(no column)')!r} vs "
+                                f"{b.get(column, '(no column)')!r}")
     ok = not problems
     return ok, (f"ok ({rows} rows of {len(ids)} definitions, 0 differ)" if ok
                 else f"DIFFER ({differ} rows): " + "; ".join(problems[:5]))
