@@ -21,6 +21,7 @@ from ._errors import NoOccurrenceError as NoOccurrenceError
 from ._errors import SpecError as SpecError
 from ._errors import SpecProblem as SpecProblem
 from ._errors import SpecProblems as SpecProblems
+from ._errors import SpecWarning as SpecWarning
 from ._errors import TriggerError as TriggerError
 
 if TYPE_CHECKING:
@@ -134,10 +135,13 @@ if TYPE_CHECKING:
     from ._values import Importance as Importance
     from ._zones import WallKind as WallKind
     from ._zones import WallTime as WallTime
+    from ._zones import ZoneChoice as ZoneChoice
+    from ._zones import ZoneKind as ZoneKind
     from ._zones import check_zone as check_zone
     from ._zones import classify_wall as classify_wall
     from ._zones import load_zone as load_zone
     from ._zones import require_aware as require_aware
+    from ._zones import resolve_zone as resolve_zone
     from ._zones import tzdata_version as tzdata_version
 
 __all__ = [
@@ -160,7 +164,8 @@ __all__ = [
     "Evaluation", "Leaf", "NotOf", "Predicate", "Verdict", "evaluate", "subjects_of",
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
     "Observation", "ObservationStatus", "Quantity", "Unit", "check_unit", "parse_quantity",
-    "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "check_zone",
+    "unit_registry", "in_range", "threshold_in", "SpecProblem", "SpecProblems", "SpecWarning",
+    "check_zone", "ZoneChoice", "ZoneKind", "resolve_zone",
     "define_units", "refuse_unstorable", "storable_problems", "INSTANT_RANGE",
     "check_instant", "MAX_UNITS_TEXT", "COMPILED_VERSION", "CompiledSpec",
     "compile_spec", "user_payload", "DefinitionFacts", "PollJudgement", "StoredCondition",
@@ -233,8 +238,8 @@ _SOURCES = {
         "Importance",
     ),
     "._zones": (
-        "WallKind", "WallTime", "check_zone", "classify_wall", "load_zone", "require_aware",
-        "tzdata_version",
+        "WallKind", "WallTime", "ZoneChoice", "ZoneKind", "check_zone", "classify_wall",
+        "load_zone", "require_aware", "resolve_zone", "tzdata_version",
     ),
 }
 _RENAMED = {"unit_registry": "registry"}  # exported under another name

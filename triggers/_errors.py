@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["NoOccurrenceError", "NonAdvancingScheduleError", "SpecError", "SpecProblem",
-           "SpecProblems", "TriggerError"]
+           "SpecProblems", "SpecWarning", "TriggerError"]
 
 
 class TriggerError(Exception):
@@ -59,6 +59,28 @@ class SpecProblem:
 
     def __str__(self) -> str:
         return f"{self.field}: {_sentence(self.problem)} Fix: {self.fix}"
+
+
+@dataclass(frozen=True, slots=True)
+class SpecWarning:
+    """Something an accepted spec does that its author should know: a zone stored
+    under another name (``US/Eastern is stored as America/New_York``), a fixed offset
+    that never follows DST. Not an error: the spec is accepted as it is.
+
+    Attributes:
+        field: dotted path of the field it is about, e.g. ``"trigger.zone"``.
+        message: what to know, in one or two sentences.
+    """
+
+    field: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        """``{"field", "message"}``: one entry of an answer's ``warnings`` list."""
+        return {"field": self.field, "message": _sentence(self.message)}
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_sentence(self.message)}"
 
 
 class SpecError(TriggerError, ValueError):

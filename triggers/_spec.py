@@ -32,7 +32,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, ClassVar, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, ValidationInfo
 
 from ._agent_params import MODEL_AGENT, RESERVED_PARAM_KEYS, ModelAgentParams
 from ._calendar import AtSchedule, Calendar, DueWindow, IntervalSchedule
@@ -41,11 +41,11 @@ from ._conditions import Predicate, check_bounds, subjects_of
 from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._edges import ConditionMode
-from ._errors import SpecError, SpecProblem, SpecProblems
+from ._errors import SpecError, SpecProblem, SpecProblems, SpecWarning
 from ._slots import Slot
 from ._storable import field_part, storable_problems
 from ._values import Duration
-from ._zones import WallKind, check_zone, classify_wall, load_zone, require_aware
+from ._zones import WallKind, classify_wall, load_zone, require_aware, resolve_zone
 
 __all__ = [
     "ENDPOINT_NAME_PATTERN",
@@ -172,13 +172,21 @@ def check_instant(value: datetime, field: str) -> datetime:
     return _aware_instant(value, field)
 _MIN_INTERVAL_KEY = "min_interval"
 _STORED_KEY = "stored"
+_WARNINGS_KEY = "warnings"
 
 
 def _zone(value: str | None, field: str, info: ValidationInfo) -> str:
-    """The zone's name: :func:`check_zone` for a new spec, :func:`load_zone` for a
-    stored one (see the module docstring)."""
-    stored = (info.context or {}).get(_STORED_KEY, False)
-    return (load_zone if stored else check_zone)(value, field).key
+    """The zone's name to store: :func:`resolve_zone`'s for a new spec (a link's target:
+    ``US/Eastern`` is stored as ``America/New_York``; its warning is kept for the
+    answer), :func:`load_zone`'s for a stored one (see the module docstring)."""
+    context = info.context or {}
+    if context.get(_STORED_KEY, False):
+        return load_zone(value, field).key
+    choice = resolve_zone(value, field)
+    warning = choice.warning(field)
+    if warning is not None and _WARNINGS_KEY in context:
+        context[_WARNINGS_KEY].append(warning)
+    return choice.name
 
 
 class _Model(BaseModel):
@@ -630,6 +638,14 @@ class SpecV1(_Model):
             raise SpecError(str(info.field_name), f"is {len(value)} characters, more than "
                             f"{limit}.", f"shorten it to at most {limit} characters.")
         return value
+    _warnings: tuple[SpecWarning, ...] = PrivateAttr(default=())
+
+    @property
+    def warnings(self) -> tuple[SpecWarning, ...]:
+        """What the author should know about this accepted spec (a zone stored under its
+        canonical name, a fixed offset that never follows DST), from :func:`parse_spec`
+        of a new spec; empty for a stored one. Not part of the spec or its hash."""
+        return self._warnings
 
     @pydantic.field_validator("jitter", mode="before")
     @classmethod
@@ -768,6 +784,10 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
             are only loaded, not held to :func:`~triggers.check_zone`'s rule (pass
             ``min_interval=timedelta(0)`` too).
 
+    Returns:
+        the spec; for a new one, :attr:`SpecV1.warnings` lists what its author should
+        know (a zone link stored under its target, a fixed offset).
+
     Raises:
         SpecError: listing every problem found (:attr:`SpecError.problems`), each
             naming its field and the fix; a missing or unknown ``version`` stops
@@ -787,7 +807,8 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
             f"use one of {sorted(SUPPORTED_VERSIONS)}; a newer spec needs a newer watchkeeper.",
         )
     unstorable = storable_problems(data, "")
-    context = {_MIN_INTERVAL_KEY: min_interval, _STORED_KEY: stored}
+    warnings: list[SpecWarning] = []
+    context = {_MIN_INTERVAL_KEY: min_interval, _STORED_KEY: stored, _WARNINGS_KEY: warnings}
     try:
         spec = model.model_validate(dict(data), context=context)
     except pydantic.ValidationError as exc:
@@ -798,6 +819,7 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
             "keep values within ordinary ranges and nesting shallow.")]) from exc
     if unstorable:
         raise _merged(unstorable, [])
+    spec._warnings = tuple(warnings)
     return spec
 
 

@@ -1,5 +1,25 @@
-"""IANA zones: loading with a clear error, the rule for which names a new spec may use,
-and classifying local wall times.
+"""IANA zones: loading with a clear error, the rule for which names a new spec may use
+(and the name it is stored under), and classifying local wall times.
+
+Which names a new spec may use (:func:`resolve_zone`; DESIGN "Calendar triggers", zone
+names as people write them)::
+
+    UTC, Etc/UTC                        accepted
+    Area/Location (Europe/Paris)        accepted as written
+    a link to a place (US/Eastern,      accepted, stored under the zone it links to
+      Asia/Calcutta, Europe/Kiev)         (America/New_York, ...), with a note saying so
+    Etc/GMT+7 and the other fixed       accepted, with a warning that the schedule
+      offsets of the tz database          never follows DST
+    abbreviations, rule zones (EST,     refused, with the place to use
+      CET, MST7MDT), UTC's other
+      names (GMT, Zulu), UTC+1, +01:00
+
+The links are read from the tz database itself: the ``L TARGET LINK`` lines of the
+``tzdata.zi`` that :mod:`zoneinfo` reads (the first of ``zoneinfo.TZPATH`` that has
+one, else the ``tzdata`` package's), and ``zone.tab`` beside it, whose names keep their
+own name (``Europe/Amsterdam`` stays itself though tzdata since 2022b links it to
+``Europe/Brussels``: it is still the name of the Netherlands' clock). Reading those two
+files is this module's only I/O.
 
 A local wall time in a zone is one of three kinds (PEP 495 vocabulary):
 
@@ -15,16 +35,18 @@ from __future__ import annotations
 import difflib
 import enum
 import functools
+import importlib.resources
 import re
 import zoneinfo
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ._errors import SpecError
+from ._errors import SpecError, SpecWarning
 
-__all__ = ["WallKind", "WallTime", "check_zone", "classify_wall", "load_zone", "require_aware",
-           "tzdata_version"]
+__all__ = ["WallKind", "WallTime", "ZoneChoice", "ZoneKind", "check_zone", "classify_wall",
+           "load_zone", "require_aware", "resolve_zone", "tz_links", "tzdata_version"]
 
 
 class WallKind(enum.Enum):
@@ -96,34 +118,162 @@ GEOGRAPHIC_AREAS = frozenset({"Africa", "America", "Antarctica", "Arctic", "Asia
 UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 
 
+class ZoneKind(enum.Enum):
+    """What kind of name a new spec gave as its zone (see the module docstring)."""
+
+    UTC = "utc"
+    PLACE = "place"
+    """An ``Area/Location`` name, stored as written."""
+    LINK = "link"
+    """A tz database link naming a place, stored under the zone it links to."""
+    FIXED_OFFSET = "fixed_offset"
+    """``Etc/GMT+7`` and the like: the same offset all year."""
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneChoice:
+    """An accepted zone name and what is stored for it.
+
+    Attributes:
+        given: the name as written.
+        name: the name stored (the link's target for :attr:`ZoneKind.LINK`, else
+            ``given``).
+        kind: see :class:`ZoneKind`.
+        offset_minutes: for :attr:`ZoneKind.FIXED_OFFSET`, the offset in minutes east
+            of UTC (``Etc/GMT+7`` is -420: tzdata's Etc/GMT signs are inverted); else
+            ``None``.
+    """
+
+    given: str
+    name: str
+    kind: ZoneKind
+    offset_minutes: int | None = None
+
+    def warning(self, field: str = "zone") -> SpecWarning | None:
+        """What to tell whoever wrote :attr:`given`: the name stored for a link, the
+        DST it will never follow for a fixed offset; ``None`` for UTC and a place."""
+        if self.kind is ZoneKind.LINK:
+            return SpecWarning(field, f"{self.given} is stored as {self.name}: the tz "
+                               "database's name for that zone (the same clock rules).")
+        if self.kind is ZoneKind.FIXED_OFFSET:
+            assert self.offset_minutes is not None
+            example = _OFFSET_EXAMPLES.get(self.offset_minutes)
+            city = f" (e.g. {example})" if example else ""
+            return SpecWarning(field, f"{self.given} is a fixed offset, "
+                               f"{_shown(self.offset_minutes)} all year (tzdata's Etc/GMT signs "
+                               "are inverted): the schedule will never follow DST; to follow "
+                               f"a place's clock, name its zone{city}.")
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def resolve_zone(name: str | None, field: str = "zone") -> ZoneChoice:
+    """The zone a new spec (or user) names, and the name to store (module docstring).
+
+    Raises:
+        SpecError: naming ``field``: no zone, an unknown zone, or a refused name (an
+            abbreviation or rule zone, another name of UTC, an offset that is not a tz
+            database zone); the fix names the zone to use where there is an obvious one.
+    """
+    if not name or name in UTC_NAMES:
+        load_zone(name, field)  # raises: no zone
+        assert name is not None
+        return ZoneChoice(name, name, ZoneKind.UTC)
+    if name in _ABBREVIATIONS or name in _UTC_ALIASES or _links().get(name) in UTC_TARGETS:
+        raise SpecError(field, *_refusal(name))
+    target = _place_link(name)
+    if target is not None:
+        load_zone(target, field)
+        return ZoneChoice(name, target, ZoneKind.LINK)
+    if _geographic(name):
+        load_zone(name, field)  # raises: unknown (with a near miss suggested)
+        return ZoneChoice(name, name, ZoneKind.PLACE)
+    etc = _ETC_OFFSET.fullmatch(name)
+    if etc and name in _known_zones():
+        return ZoneChoice(name, name, ZoneKind.FIXED_OFFSET, _fixed_offset(name))
+    if name in _known_zones() or _fixed_offset(name) is not None:
+        raise SpecError(field, *_refusal(name))
+    load_zone(name, field)  # raises: unknown (every known name was decided above)
+    raise SpecError(field, *_refusal(name))
+
+
 @functools.lru_cache(maxsize=1024)
 def check_zone(name: str | None, field: str = "zone") -> zoneinfo.ZoneInfo:
-    """Return the zone ``name`` if a new spec (or user) may name it.
-
-    The rule: ``UTC`` and ``Etc/UTC``, and every tz database name of the form
-    ``Area/Location`` whose area is geographic (:data:`GEOGRAPHIC_AREAS`, the areas of
-    ``zone1970.tab``) — a canonical zone or a backward link to one (``Asia/Calcutta``
-    still means ``Asia/Kolkata``). Such a name says which place's clock rules to
-    follow, including the changes that place will make. Everything else is refused
-    with the geographic name to use: abbreviations and POSIX rule names (``CET``,
-    ``EST``, ``MST7MDT``: tzdata keeps them for old systems and since 2024b
-    some of them are links to an arbitrary city), fixed offsets (``Etc/GMT+5``,
-    ``UTC+1``, ``+01:00``: a fixed offset never follows DST), other names of UTC
-    (``GMT``, ``Zulu``) and country or region aliases (``US/Eastern``, ``Japan``).
+    """The zone a new spec (or user) may name, loaded under the name to store
+    (:func:`resolve_zone`; ``check_zone("US/Eastern").key == "America/New_York"``).
 
     A zone that was accepted before this rule stays readable: stored specs are read
     with :func:`load_zone`.
 
     Raises:
-        SpecError: naming ``field``: no zone, an unknown zone, or a refused name (the
-            fix names the zone to use where there is an obvious one).
+        SpecError: as :func:`resolve_zone`.
     """
-    if not name or name in UTC_NAMES or _geographic(name):
-        return load_zone(name, field)
-    if name in _known_zones() or name in _NAMED or _fixed_offset(name) is not None:
-        problem, fix = _refusal(name)
-        raise SpecError(field, problem, fix)
-    return load_zone(name, field)
+    return load_zone(resolve_zone(name, field).name, field)
+
+
+UTC_TARGETS = frozenset({"Etc/UTC", "Etc/GMT", "UTC"})
+"""Zones that are UTC: a link to one (``Zulu``, ``UCT``) is another name of UTC."""
+_ETC_OFFSET = re.compile(r"Etc/GMT[+-](?:[1-9]|1[0-4])")
+
+
+def _place_link(name: str) -> str | None:
+    """The zone the tz database link ``name`` leads to, if ``name`` should be stored
+    under it: a link to an ``Area/Location`` zone, other than a name ``zone.tab`` lists
+    (a country's own clock keeps its name); else ``None``."""
+    links = _links()
+    if name not in links or name in _zone_tab():
+        return None
+    target, seen = links[name], {name}
+    while target in links and target not in seen:  # tzdata.zi links to zones; be safe
+        seen.add(target)
+        target = links[target]
+    return target if _geographic(target) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _links() -> Mapping[str, str]:
+    """Every link of the tz database, ``{link: target}``, from ``tzdata.zi``'s
+    ``L TARGET LINK`` lines (module docstring)."""
+    return tz_links(_tz_text("tzdata.zi"))
+
+
+def tz_links(text: str) -> dict[str, str]:
+    """``{link: target}`` from the text of a ``tzdata.zi`` (zic input: a line
+    ``L TARGET LINK-NAME`` per link; other lines are ignored)."""
+    links: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] == "L":
+            links[fields[2]] = fields[1]
+    return links
+
+
+@functools.lru_cache(maxsize=1)
+def _zone_tab() -> frozenset[str]:
+    """The zone names of ``zone.tab`` (third column; ``#`` lines are comments)."""
+    names = set()
+    for line in _tz_text("zone.tab").splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and not line.startswith("#"):
+            names.add(fields[2].strip())
+    return frozenset(names)
+
+
+def _tz_text(name: str) -> str:
+    """The text of the tz database file ``name`` beside the zones :mod:`zoneinfo`
+    reads: the first directory of ``zoneinfo.TZPATH`` holding ``tzdata.zi``, else the
+    ``tzdata`` package; ``""`` when neither has it."""
+    for root in zoneinfo.TZPATH:
+        if (Path(root) / "tzdata.zi").is_file():
+            path = Path(root) / name
+            if path.is_file():
+                return path.read_text(encoding="utf-8")
+            break
+    try:
+        return (importlib.resources.files("tzdata") / "zoneinfo" / name).read_text(
+            encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover - a dependency
+        return ""
 
 
 def _geographic(name: str) -> bool:
@@ -137,27 +287,32 @@ def _refusal(name: str) -> tuple[str, str]:
         return (f"{name!r} is an abbreviation or a POSIX rule name, not a place; it says "
                 "nothing about which region's DST rules to follow.",
                 f"use {_ABBREVIATIONS[name]}: pick the city whose rules you follow.")
-    if name in _UTC_ALIASES:
+    if name in _UTC_ALIASES or _links().get(name) in UTC_TARGETS:
         also = " (or 'Europe/London' for UK time, which has summer time)" \
             if "G" in name.upper() else ""
         return f"{name!r} is another name for UTC.", f"write 'UTC'{also}."
-    if name in _ALIASES:
-        return (f"{name!r} is an old alias kept by the tz database for compatibility.",
-                f"use its current name {_ALIASES[name]!r}.")
     minutes = _fixed_offset(name)
     if minutes is not None:
-        shown = f"UTC{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
         posix = " (tzdata's Etc/GMT signs are inverted)" if name.startswith("Etc/GMT") else ""
         example = _OFFSET_EXAMPLES.get(minutes)
         city = f", e.g. {example}" if example else ""
-        return (f"{name!r} is a fixed offset, {shown} all year{posix}; a fixed offset never "
-                "follows DST.",
-                f"use the zone of the city whose clock you mean{city}, or 'UTC'.")
+        fix = f"use the zone of the city whose clock you mean{city}, or 'UTC'"
+        if minutes % 60 == 0 and -720 <= minutes <= 840 and minutes:  # Etc/GMT+12..-14
+            fix += (f"; to keep {_shown(minutes)} all year on purpose, write "
+                    f"'Etc/GMT{'-' if minutes > 0 else '+'}{abs(minutes) // 60}' (tzdata's "
+                    "Etc/GMT signs are inverted)")
+        return (f"{name!r} is a fixed offset, {_shown(minutes)} all year{posix}, and not a "
+                "tz database name; a fixed offset never follows DST.", fix + ".")
     return (f"{name!r} is not an Area/Location zone name.",
             "use the IANA name of a place, such as 'Europe/Paris', or 'UTC'.")
 
 
 _OFFSET = re.compile(r"(?:UTC|GMT|UT|Z)?\s*([+-])(\d{1,2})(?::?(\d{2}))?", re.IGNORECASE)
+
+
+def _shown(minutes: int) -> str:
+    """``UTC-07:00`` for -420 minutes."""
+    return f"UTC{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _fixed_offset(name: str) -> int | None:
@@ -210,32 +365,6 @@ _UTC_ALIASES = frozenset({
     "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0", "Etc/Greenwich", "Etc/UCT",
     "Etc/Universal", "Etc/Zulu", "Z",
 })
-_ALIASES = {  # tzdata's 'backward' file, with the place a reader means (Iceland: Reykjavik)
-    "Brazil/Acre": "America/Rio_Branco", "Brazil/DeNoronha": "America/Noronha",
-    "Brazil/East": "America/Sao_Paulo", "Brazil/West": "America/Manaus",
-    "Canada/Atlantic": "America/Halifax", "Canada/Central": "America/Winnipeg",
-    "Canada/Eastern": "America/Toronto", "Canada/Mountain": "America/Edmonton",
-    "Canada/Newfoundland": "America/St_Johns", "Canada/Pacific": "America/Vancouver",
-    "Canada/Saskatchewan": "America/Regina", "Canada/Yukon": "America/Whitehorse",
-    "Chile/Continental": "America/Santiago", "Chile/EasterIsland": "Pacific/Easter",
-    "Cuba": "America/Havana", "Egypt": "Africa/Cairo", "Eire": "Europe/Dublin",
-    "GB": "Europe/London", "GB-Eire": "Europe/London", "Hongkong": "Asia/Hong_Kong",
-    "Iceland": "Atlantic/Reykjavik", "Iran": "Asia/Tehran", "Israel": "Asia/Jerusalem",
-    "Jamaica": "America/Jamaica", "Japan": "Asia/Tokyo", "Kwajalein": "Pacific/Kwajalein",
-    "Libya": "Africa/Tripoli", "Mexico/BajaNorte": "America/Tijuana",
-    "Mexico/BajaSur": "America/Mazatlan", "Mexico/General": "America/Mexico_City",
-    "NZ": "Pacific/Auckland", "NZ-CHAT": "Pacific/Chatham", "Navajo": "America/Denver",
-    "PRC": "Asia/Shanghai", "Poland": "Europe/Warsaw", "Portugal": "Europe/Lisbon",
-    "ROC": "Asia/Taipei", "ROK": "Asia/Seoul", "Singapore": "Asia/Singapore",
-    "Turkey": "Europe/Istanbul", "US/Alaska": "America/Anchorage",
-    "US/Aleutian": "America/Adak", "US/Arizona": "America/Phoenix",
-    "US/Central": "America/Chicago", "US/East-Indiana": "America/Indiana/Indianapolis",
-    "US/Eastern": "America/New_York", "US/Hawaii": "Pacific/Honolulu",
-    "US/Indiana-Starke": "America/Indiana/Knox", "US/Michigan": "America/Detroit",
-    "US/Mountain": "America/Denver", "US/Pacific": "America/Los_Angeles",
-    "US/Samoa": "Pacific/Pago_Pago", "W-SU": "Europe/Moscow",
-}
-_NAMED = frozenset(_ABBREVIATIONS) | _UTC_ALIASES | frozenset(_ALIASES)
 _OFFSET_EXAMPLES = {  # minutes east of UTC -> cities whose standard time it is
     -660: "'Pacific/Pago_Pago'", -600: "'Pacific/Honolulu'", -570: "'Pacific/Marquesas'",
     -540: "'America/Anchorage'", -480: "'America/Los_Angeles'",

@@ -81,7 +81,8 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
     Raises:
         SpecError: every invalid field at once: an invalid id; a zone that
             :func:`~watchkeeper.triggers.check_zone` refuses (not a place: ``CET``,
-            ``Etc/GMT+5``); tenant ids may not start with ``_`` (except a replay's own
+            ``UTC+1``; a link such as ``US/Eastern`` is accepted and stored under the
+            zone it links to, ``America/New_York``); tenant ids may not start with ``_`` (except a replay's own
             ``_replay-`` tenant, with ``replay``); a display name PostgreSQL cannot
             store (a NUL, a lone surrogate from a byte that is not UTF-8).
         Conflict: the user exists and ``rotate`` is false.
@@ -93,7 +94,7 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
     with found.check():
         check_identifier(user_id, "user_id")
     with found.check():
-        check_zone(zone, "zone")
+        zone = check_zone(zone, "zone").key  # a link is stored under its target
     with found.check():
         refuse_unstorable(display_name, "display_name")
     found.raise_if_any()

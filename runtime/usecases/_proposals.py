@@ -29,6 +29,7 @@ from watchkeeper.triggers import (
     Predicate,
     PreviewItem,
     Spec,
+    SpecWarning,
     format_utc,
     parse_spec,
     preview,
@@ -55,6 +56,9 @@ class ProposalView:
         spec: the proposed spec (its ``effective()`` part is what the hash covers).
         summary: one paragraph in plain words (:func:`describe`).
         next: the next occurrences (or polls, for a condition) after the proposal.
+        warnings: what the proposer should know about the accepted spec (the spec's
+            :attr:`~watchkeeper.triggers.SpecV1.warnings`: a zone stored under another
+            name, a fixed offset).
     """
 
     proposal: Proposal
@@ -62,15 +66,21 @@ class ProposalView:
     summary: str
     next: Sequence[PreviewItem]
 
+    @property
+    def warnings(self) -> tuple[SpecWarning, ...]:
+        return self.spec.warnings
+
     def to_json(self) -> dict[str, Any]:
         """``tenant_id``, ``definition_id``, ``revision``, ``spec_hash``,
-        ``needs_confirmation``, ``title``, ``notes``, ``summary``, ``effective``, ``next``."""
+        ``needs_confirmation``, ``title``, ``notes``, ``summary``, ``effective``, ``next``,
+        ``warnings`` (``[{field, message}]``)."""
         p = self.proposal
         return {"tenant_id": p.tenant_id, "definition_id": p.definition_id,
                 "revision": p.revision, "spec_hash": p.spec_hash,
                 "needs_confirmation": p.needs_confirmation, "title": self.spec.title,
                 "notes": self.spec.notes, "summary": self.summary,
-                "effective": self.spec.effective(), "next": [i.to_json() for i in self.next]}
+                "effective": self.spec.effective(), "next": [i.to_json() for i in self.next],
+                "warnings": [w.to_json() for w in self.warnings]}
 
     def confirm_at(self) -> dict[str, Any] | None:
         """Where the owner confirms this revision, for a door to show: the HTTP API's
@@ -130,7 +140,8 @@ def _when(spec: Spec) -> str:
 
 def describe(spec: Spec) -> str:
     """The spec in plain words: when it runs, what runs, how lateness, overrun and
-    limits are handled, where the notice goes. For people; the hash covers the spec."""
+    limits are handled, where the notice goes, and its warnings (a zone stored under
+    another name, a fixed offset). For people; the hash covers the spec."""
     parts = [f"Runs {_when(spec)}: agent '{spec.agent.name}'"
              + (f" with the instructions \"{spec.instructions}\"" if spec.instructions else "")
              + "."]
@@ -158,6 +169,7 @@ def describe(spec: Spec) -> str:
         if spec.ends.after is not None:
             ends.append(f"after {spec.ends.after} occurrence(s)")
         parts.append("Ends " + " or ".join(ends) + ".")
+    parts.extend(w.to_json()["message"] for w in spec.warnings)
     return " ".join(parts)
 
 

@@ -34,7 +34,8 @@ async def preview(svc: Svc, principal: Authenticated, body: PreviewIn) -> dict[s
     uc.authorize(principal, uc.Capability.PREVIEW)
     spec = parse_spec(body.spec, min_interval=svc.settings.min_interval_delta)
     items = uc.preview_spec(spec, body.after or svc.clock.now(), body.count)
-    return {"summary": uc.describe(spec), "next": [i.to_json() for i in items]}
+    return {"summary": uc.describe(spec), "next": [i.to_json() for i in items],
+            "warnings": [w.to_json() for w in spec.warnings]}
 
 
 @router.get("/history", response_model=HistoryPageOut, tags=["history"], summary="Task history")

@@ -43,6 +43,15 @@ Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=128)]
 """A tenant, user, definition or binding id."""
 
 
+class SpecWarningOut(_Out):
+    """Something to know about an accepted spec; it was accepted as it is."""
+
+    field: str = Field(description="The field it is about, e.g. trigger.zone.")
+    message: str = Field(description="What to know, e.g. 'US/Eastern is stored as "
+                                     "America/New_York: ...' or that a fixed offset never "
+                                     "follows DST: tell the user.")
+
+
 class PreviewItemOut(_Out):
     """One occurrence (for a condition: one poll)."""
 
@@ -66,6 +75,9 @@ class PreviewIn(_In):
 class PreviewOut(_Out):
     summary: str
     next: list[PreviewItemOut]
+    warnings: list[SpecWarningOut] = Field(default_factory=list, description=(
+        "What to know about the spec as accepted (a zone stored under its tz database "
+        "name, a fixed offset that never follows DST)."))
 
 
 class ProposeIn(_In):
@@ -100,6 +112,9 @@ class ProposalOut(_Out):
     summary: str = Field(description="The agreement in plain words, for the user.")
     effective: dict[str, Any] = Field(description="What the hash covers.")
     next: list[PreviewItemOut]
+    warnings: list[SpecWarningOut] = Field(default_factory=list, description=(
+        "What to know about the spec as accepted (a zone stored under its tz database "
+        "name, a fixed offset that never follows DST): show it to the user."))
     confirm: ConfirmHint | None
 
 

@@ -18,6 +18,7 @@ from ._app import (
     MAX_REVISION,
     app,
     emit_json,
+    err,
     fail_input,
     fail_json,
     instant,
@@ -74,6 +75,8 @@ def preview_cmd(
         items = preview(spec.bounded_calendar(), start, count)
     except SpecError as exc:
         raise (fail_json(exc) if as_json else fail_input(exc)) from exc
+    for warning in spec.warnings:  # stderr: --json stays a list of occurrences
+        err.print(f"note: {warning}", markup=False, highlight=False)
     if as_json:
         emit_json([item.to_json() for item in items])
     else:
@@ -114,11 +117,14 @@ def propose_cmd(
                    "spec_hash": proposal.spec_hash,
                    "needs_confirmation": proposal.needs_confirmation,
                    "title": spec.title, "notes": spec.notes,
-                   "effective": spec.effective(), "next": [i.to_json() for i in items]})
+                   "effective": spec.effective(), "next": [i.to_json() for i in items],
+                   "warnings": [w.to_json() for w in spec.warnings]})
         return
     out.print(f"{tenant}/{definition} revision {proposal.revision}: what the owner is asked to "
               "confirm (the hash covers all of it):")
     emit_json(spec.effective())
+    for warning in spec.warnings:
+        out.print(f"note: {warning}", markup=False, highlight=False)
     polls = spec.trigger.type == "condition"
     out.print(preview_table(items, "its next polls (a task runs only when the condition fires)"
                             if polls else "its next occurrences"))

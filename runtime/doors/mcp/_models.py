@@ -26,6 +26,15 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore", from_attributes=True)
 
 
+class SpecWarningOut(_Out):
+    """Something to know about an accepted spec; it was accepted as it is."""
+
+    field: str = Field(description="The field it is about, e.g. trigger.zone.")
+    message: str = Field(description="What to know, e.g. 'US/Eastern is stored as "
+                                     "America/New_York: ...' or that a fixed offset never "
+                                     "follows DST: tell the user.")
+
+
 class PreviewItem(_Out):
     """One occurrence (for a condition: one poll)."""
 
@@ -42,6 +51,9 @@ class ScheduleOutlook(_Out):
 
     summary: str = Field(description="The agreement in plain words, for the user.")
     next: list[PreviewItem]
+    warnings: list[SpecWarningOut] = Field(default_factory=list, description=(
+        "What to know about the spec as accepted (a zone stored under its tz database "
+        "name, a fixed offset that never follows DST): tell the user."))
 
 
 class ConfirmHint(_Out):
@@ -70,6 +82,9 @@ class Proposal(_Out):
     effective: dict[str, Any] = Field(description="What the hash covers.")
     next: list[PreviewItem] = Field(description="The next occurrences, with DST notes: show "
                                                 "them to the user.")
+    warnings: list[SpecWarningOut] = Field(default_factory=list, description=(
+        "What to know about the spec as accepted (a zone stored under its tz database "
+        "name, a fixed offset that never follows DST): tell the user."))
     confirm: ConfirmHint | None = Field(description="Where the user confirms (null: nothing to "
                                                     "confirm).")
 

@@ -123,7 +123,8 @@ class Tools:
             uc.authorize(await self._principal(ctx), uc.Capability.PREVIEW)
             parsed = parse_spec(spec, min_interval=self.settings.min_interval_delta)
             items = uc.preview_spec(parsed, after or self.clock.now(), count)
-            return ScheduleOutlook(summary=uc.describe(parsed), next=[i.to_json() for i in items])
+            return ScheduleOutlook(summary=uc.describe(parsed), next=[i.to_json() for i in items],
+                                   warnings=[w.to_json() for w in parsed.warnings])
         return await _reply(run)
 
     async def list_agreements(
