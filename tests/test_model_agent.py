@@ -187,6 +187,50 @@ async def test_the_request_limit_stops_the_run_before_the_request_past_it(
     assert market.reads == [("prices", "FUNDX"), ("prices", "FUNDY")]
 
 
+async def test_after_budget_exceeded_the_next_step_is_a_larger_limit(
+        db: Database, tmp_path: Path) -> None:
+    """A run stopped at max_model_requests 2: history's next step names the limit and its
+    value and says to propose a revision with a larger one (triggering the same revision
+    again would stop the same way), not "fix the cause, then run it again" (issue 19,
+    item 8)."""
+    clock = FakeClock(utc(START))
+    market = Market(clock)
+    async with model_server(
+            tools(("read_observation", {"source": "prices", "subject": "FUNDX"})),
+            tools(("read_observation", {"source": "prices", "subject": "FUNDY"})),
+            answer()) as server:
+        await model_task(db, clock, server.base_url, limits={"max_model_requests": 2})
+        outcome = await model_worker(db, clock, tmp_path, server.base_url, market).run_once()
+    assert outcome is not None and outcome.status == "failed"
+    (entry,) = (await history(db, HistoryQuery("acme", "d1"))).entries
+    assert entry.next_step == (
+        "the run stopped at its budget: limits.max_model_requests is 2 for the whole task "
+        "(every attempt and root), so running this revision again stops the same way; "
+        "propose a revision (--based-on 1) with a limits.max_model_requests larger than 2, "
+        "have the owner confirm it, then, not to wait for the next occurrence: watchkeeper "
+        "trigger d1 --tenant acme")
+
+
+async def test_after_a_model_endpoint_404_the_next_step_names_agent_params_model(
+        db: Database, tmp_path: Path) -> None:
+    """The model endpoint answers 404 (it does not serve 'test-model'): the task fails
+    and history's next step names agent.params.model (issue 19, item 8)."""
+    clock = FakeClock(utc(START))
+    market = Market(clock)
+    async with model_server(status(404)) as server:
+        await model_task(db, clock, server.base_url)
+        outcome = await model_worker(db, clock, tmp_path, server.base_url, market).run_once()
+    assert outcome is not None and outcome.status == "failed", outcome
+    assert "404" in outcome.reason
+    (entry,) = (await history(db, HistoryQuery("acme", "d1"))).entries
+    step = entry.next_step
+    assert step is not None and step.startswith(
+        "the model endpoint answered 404: it does not serve the model named in "
+        "agent.params.model")
+    assert "propose a revision (--based-on 1) whose agent.params.model is a model the " \
+        "endpoint lists" in step and "fix the cause" not in step
+
+
 async def test_the_tool_limit_refuses_the_call_past_it_and_records_it(
         db: Database, tmp_path: Path) -> None:
     """max_tool_attempts 1: the first read happens, the second is refused before the

@@ -8,6 +8,7 @@ review-required occurrence shows exactly one recommended next step.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -159,6 +160,42 @@ _STEPS = {
 }
 
 
+_BUDGET = re.compile(r"\b(?P<measure>model_requests|tool_attempts|cost_usd): .*?"
+                     r"\blimit of (?P<limit>[0-9][0-9.]*[0-9]|[0-9])")
+"""A run stopped by its budget: ``BudgetExceeded``'s message names the measure and the
+limit (engine/_agents.py: ``"model_requests: 3 would exceed the task's limit of 2"``)."""
+_MODEL_404 = "the model endpoint answered 404"
+"""A model-agent run whose endpoint does not serve the model (engine/_model_agent.py)."""
+
+
+def _failed_step(row: Mapping[str, Any]) -> str | None:
+    """A step that works for a failed task whose cause another trigger cannot fix: a run
+    stopped by its budget (the budget spans the task, so the same revision stops the same
+    way: propose a larger limit, named with its value), or a model endpoint's 404 (the
+    model named in ``agent.params.model``); ``None`` for other failures."""
+    runs = row.get("runs") or []
+    last = runs[-1] if runs else {}
+    error = str(last.get("error") or row.get("status_reason") or "")
+    again = (f"then, not to wait for the next occurrence: watchkeeper trigger "
+             f"{row.get('definition_id')} --tenant {row.get('definition_tenant_id')}")
+    based = f" (--based-on {row['revision']})" if row.get("revision") else ""
+    budget = _BUDGET.search(error)
+    if last.get("outcome") == "budget_exceeded" and budget is not None:
+        field, limit = f"limits.max_{budget['measure']}", budget["limit"]
+        return (f"the run stopped at its budget: {field} is {limit} for the whole task (every "
+                f"attempt and root), so running this revision again stops the same way; "
+                f"propose a revision{based} with a {field} larger than {limit}, have the owner "
+                f"confirm it, {again}")
+    if _MODEL_404 in error:
+        model = last.get("model")
+        named = f" ({model!r})" if model else ""
+        return (f"the model endpoint answered 404: it does not serve the model named in "
+                f"agent.params.model{named}; propose a revision{based} whose agent.params.model "
+                f"is a model the endpoint lists (GET <OPENAI_BASE_URL>/models), have the owner "
+                f"confirm it, {again}")
+    return None
+
+
 def next_step(row: Mapping[str, Any]) -> str | None:
     """The one recommended next step for a history row, if it needs one."""
     deliveries = row.get("deliveries") or []
@@ -169,6 +206,10 @@ def next_step(row: Mapping[str, Any]) -> str | None:
         return (f"the {first.get('channel')} notice is dead{why}; fix the destination, then: "
                 f"watchkeeper redeliver {first.get('delivery_id')} --tenant {row.get('tenant_id')}")
     status = row.get("task_status") or row.get("decision")
+    if status == "failed":
+        step = _failed_step(row)
+        if step is not None:
+            return step
     template = _STEPS.get(str(status))
     if template is None:
         return None
