@@ -132,6 +132,11 @@ class Dispatcher:
         self._interrupted: str | None = None
         self._pass: anyio.CancelScope | None = None
 
+    @property
+    def busy(self) -> bool:
+        """Whether a pass is sending notices now."""
+        return self._pass is not None
+
     def interrupt(self, reason: str) -> None:
         """Stop now, for good: end the pass in hand (its rows are recorded and released,
         see the module docstring, with ``reason``) and claim nothing more

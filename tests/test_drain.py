@@ -219,6 +219,34 @@ async def test_stop_interrupts_at_once(db: Database, tmp_path: Path) -> None:
         ("interrupted", "supervisor shutting down with no drain time")]
 
 
+async def test_a_normal_stop_with_nothing_in_flight_logs_info_not_a_warning(
+        db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A supervisor that ran one task to completion and is stopped while idle logs the
+    stop at INFO ("nothing was in flight") and no WARNING; ``supervisor.stats`` is its
+    public statistics record (1 completed, 1 admitted); a stop with a run in flight
+    still warns that it interrupts it (issue 19, item 11)."""
+    clock = FakeClock(utc("2026-06-01T00:00:30Z"))
+    await confirmed(db, clock, every_minute("quick"), definition_id="quick")
+    agents = AgentCatalog()
+    agents.add("quick", Quick(clock))
+    supervisor = Supervisor(db, clock, config(tmp_path, workers=1), agents=agents)
+    caplog.set_level("INFO", logger="watchkeeper")
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(supervisor.run)
+            await supervisor.wait_idle()
+            clock.advance(30)
+            await supervisor.wait_until(lambda stats: stats.completed == 1)
+            await supervisor.wait_idle()
+            supervisor.stop()
+    stats = supervisor.stats
+    assert (stats.completed, stats.admitted, stats.task_outcomes) == (1, 1, {"completed": 1})
+    stops = [r for r in caplog.records if "shutting down" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in stops] == [
+        ("INFO", "supervisor shutting down with no drain time; nothing was in flight")]
+    assert not [r for r in caplog.records if r.levelno >= 30 and r.name.startswith("watchkeeper")]
+
+
 async def test_an_interrupted_last_attempt_is_not_retried(db: Database, tmp_path: Path) -> None:
     """With max_attempts = 1 the interrupted run was the task's last: the task ends
     ``failed`` with the reason, and there is nothing left for another worker."""

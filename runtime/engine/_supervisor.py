@@ -447,13 +447,21 @@ class Supervisor:
     def _interrupt(self, reason: str) -> None:
         """Interrupt everything in flight now, with ``reason`` (see :meth:`drain`)."""
         self._shutdown, self._interrupt_reason = Shutdown.INTERRUPTING, reason
-        log.warning("%s; interrupting what is in flight and releasing its leases", reason)
+        if self._in_flight():
+            log.warning("%s; interrupting what is in flight and releasing its leases", reason)
+        else:  # a normal stop: nothing to interrupt, nothing to warn about
+            log.info("%s; nothing was in flight", reason)
         for worker in self._workers:
             worker.interrupt(reason)
         for dispatcher in self._dispatchers:
             dispatcher.interrupt(reason)
         for scope in self._run_scopes:
             scope.cancel()
+
+    def _in_flight(self) -> bool:
+        """Whether a run, a ``run`` callable or a dispatch pass is in hand now."""
+        return (any(w.busy for w in self._workers) or any(d.busy for d in self._dispatchers)
+                or bool(self._run_scopes))
 
     def _stops(self, name: str) -> bool:
         """Whether loop ``name`` ends now: every loop but the heartbeat, once draining."""
@@ -589,6 +597,12 @@ class Supervisor:
         """Wait until ``predicate(statistics)`` holds."""
         while not predicate(self.statistics()):
             await self._changed.wait()
+        return self.statistics()
+
+    @property
+    def stats(self) -> SupervisorStatistics:
+        """A snapshot of the counters (:meth:`statistics`), e.g.
+        ``supervisor.stats.completed`` or ``supervisor.stats.task_outcomes``."""
         return self.statistics()
 
     def statistics(self) -> SupervisorStatistics:

@@ -190,6 +190,11 @@ class Worker:
         self._interrupted: str | None = None
         self._current: tuple[_Ending, anyio.CancelScope] | None = None
 
+    @property
+    def busy(self) -> bool:
+        """Whether a run is in hand (an agent running or its outcome being recorded)."""
+        return bool(self._runs) or self._current is not None
+
     def interrupt(self, reason: str) -> None:
         """Stop now, for good: cancel the agent run in hand (recorded ``interrupted`` with
         ``reason``, its task released for another attempt; see the module docstring) and
