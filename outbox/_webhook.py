@@ -76,15 +76,22 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
 
 
 EVENT_TYPE = "report.committed"
+"""The event type of a notice whose payload names none: a committed report. A payload
+that carries ``type`` (``task.not_run``: the agreed run did not happen) is sent as that."""
 
 
 def webhook_body(notice: Notice) -> str:
-    """The JSON body of a notice, in the Standard Webhooks payload shape: ``type``,
-    ``timestamp`` (the report's commit instant, ISO 8601 UTC) and ``data`` (the delivery
-    id and the report reference). Compact, keys sorted: the bytes that are signed."""
-    data = {"delivery_id": notice.delivery_id, **notice.payload}
-    return json.dumps({"type": EVENT_TYPE, "timestamp": notice.payload.get("committed_at"),
-                       "data": data}, sort_keys=True, separators=(",", ":"))
+    """The JSON body of a notice, in the Standard Webhooks payload shape: ``type`` (the
+    payload's ``type``, else :data:`EVENT_TYPE`), ``timestamp`` (the report's commit
+    instant, or when the missed run was recorded; ISO 8601 UTC) and ``data`` (the
+    delivery id and the rest of the payload). Compact, keys sorted: the bytes that are
+    signed."""
+    payload = dict(notice.payload)
+    event = payload.pop("type", EVENT_TYPE)
+    data = {"delivery_id": notice.delivery_id, **payload}
+    stamp = payload.get("committed_at", payload.get("recorded_at"))
+    return json.dumps({"type": event, "timestamp": stamp, "data": data}, sort_keys=True,
+                      separators=(",", ":"))
 
 
 class WebhookChannel:

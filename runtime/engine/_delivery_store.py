@@ -13,7 +13,10 @@ from watchkeeper.triggers import Importance, format_utc
 from ..store._db import Database
 from ._clock import Clock
 
-__all__ = ["PgDeliveryStore"]
+__all__ = ["NOT_RUN_EVENT", "PgDeliveryStore", "not_run_payload"]
+
+NOT_RUN_EVENT = "task.not_run"
+"""The Standard Webhooks event type of a notice that an agreed run did not happen."""
 
 
 class PgDeliveryStore:
@@ -26,20 +29,31 @@ class PgDeliveryStore:
 
     async def claim_due(self, now: datetime, limit: int, owner: str,
                         lease_seconds: float) -> Sequence[Notice]:
-        """Lease due rows (``SKIP LOCKED``) and attach their report reference."""
+        """Lease due rows (``SKIP LOCKED``) and attach their body: the report reference,
+        or the notice that the agreed run did not happen (:func:`not_run_payload`)."""
         rows = await self.db.fetch("deliveries_claim", now, limit, owner, lease_seconds,
                                    self.tenant_id)
         if not rows:
             return []
-        payloads = await self.db.fetch("delivery_payloads", [r["tenant_id"] for r in rows],
-                                       [r["task_id"] for r in rows])
+        reported = [r for r in rows if r["task_id"] is not None]
+        payloads = await self.db.fetch("delivery_payloads", [r["tenant_id"] for r in reported],
+                                       [r["task_id"] for r in reported]) if reported else []
+        missed = [r for r in rows if r["notice_id"] is not None]
+        notes = await self.db.fetch("not_run_payloads", [r["tenant_id"] for r in missed],
+                                    [r["notice_id"] for r in missed]) if missed else []
         by_task = {(p["tenant_id"], p["task_id"]): p for p in payloads}
+        by_notice = {(p["tenant_id"], p["notice_id"]): p for p in notes}
         notices = []
         for r in rows:
-            p = by_task[(r["tenant_id"], r["task_id"])]
+            if r["task_id"] is not None:
+                p = by_task[(r["tenant_id"], r["task_id"])]
+                body = _payload(p)
+            else:
+                p = by_notice[(r["tenant_id"], r["notice_id"])]
+                body = not_run_payload(p)
             notices.append(Notice(
                 r["tenant_id"], str(r["delivery_id"]), r["channel"], r["destination"],
-                r["attempts"], _payload(p), Importance(p["importance"]), r["queued_at"],
+                r["attempts"], body, Importance(p["importance"]), r["queued_at"],
                 _preferences(p), r["lease_token"], r["lease_expires_at"]))
         return notices
 
@@ -84,6 +98,38 @@ def _payload(r: Mapping[str, Any]) -> dict[str, Any]:
     plain["committed_at"] = format_utc(r["committed_at"])
     plain["report_ref"] = f"report:{r['tenant_id']}/{r['task_id']}"
     return plain
+
+
+def not_run_payload(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a ``task.not_run`` notice (a ``not_run_notices`` row, migration 0012):
+    ``type``, the history entry it is about (``history_ref``: tenant, definition,
+    binding, slot and kind, the occurrence's key; ``task_id`` and ``task_ref`` when a
+    task was admitted), the ``outcome`` (``failed``, ``timed_out``, ``budget_exceeded``,
+    ``skipped_expired``, ``review_required``), its ``reason``, ``scheduled_for`` and
+    ``recorded_at`` (UTC, ``Z``), ``importance`` and a ``headline``. Never a report."""
+    task = r["task_id"]
+    slot = r["slot"]
+    return {
+        "type": NOT_RUN_EVENT, "tenant_id": r["tenant_id"], "definition_id": r["definition_id"],
+        "binding_id": r["binding_id"], "slot": slot, "kind": r["kind"],
+        "owner_user_id": r["owner_user_id"], "outcome": r["outcome"], "reason": r["reason"],
+        "task_id": task, "task_ref": None if task is None else f"task:{r['tenant_id']}/{task}",
+        "history_ref": (f"history:{r['tenant_id']}/{r['definition_id']}/{r['binding_id']}/"
+                        f"{slot}/{r['kind']}"),
+        "scheduled_for": format_utc(r["scheduled_for"]),
+        "recorded_at": format_utc(r["recorded_at"]), "importance": r["importance"],
+        "headline": _NOT_RUN_HEADLINES[r["outcome"]].format(definition=r["definition_id"],
+                                                          slot=slot),
+    }
+
+
+_NOT_RUN_HEADLINES = {
+    "failed": "{definition}: the run of {slot} failed",
+    "timed_out": "{definition}: the run of {slot} timed out",
+    "budget_exceeded": "{definition}: the run of {slot} stopped at its budget",
+    "skipped_expired": "{definition}: {slot} was skipped, too late to run",
+    "review_required": "{definition}: {slot} is late and waits for your review",
+}
 
 
 def _preferences(r: Mapping[str, Any]) -> Preferences | None:

@@ -337,7 +337,11 @@ class PollList(_Out):
 class DeliveryOut(_Out):
     tenant_id: str
     delivery_id: str
-    task_id: int
+    event: str = Field("report.committed", description=(
+        "report.committed (a report's notice) or task.not_run (the agreed run did not "
+        "happen: failed, timed_out, budget_exceeded, skipped_expired, review_required)."))
+    task_id: int | None = Field(description="The task (null: a task.not_run notice of an "
+                                            "occurrence that admitted none).")
     definition_id: str
     slot: str
     channel: str

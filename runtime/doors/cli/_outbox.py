@@ -178,7 +178,9 @@ def _delivery_line(r: dict[str, Any]) -> str:
         state += f"; next attempt {utc_text(r['next_attempt_at'])}"
     if r["status"] != "delivered" and (r["last_error"] or r["status_reason"]):
         state += f"; {r['last_error'] or r['status_reason']}"
-    return (f"{r['delivery_id']}  {r['tenant_id']} task {r['task_id']} "
+    subject = (f"task {r['task_id']}" if r.get("event", "report.committed") == "report.committed"
+               else f"{r['event']} {r['definition_id']} {r['slot']}")
+    return (f"{r['delivery_id']}  {r['tenant_id']} {subject} "
             f"{r['channel']}:{r['destination'] or '-'}  {state}")
 
 

@@ -871,8 +871,8 @@ SET status = 'delivering', attempts = d.attempts + 1, lease_owner = $3,
     lease_expires_at = $1 + make_interval(secs => $4), lease_token = nextval('lease_tokens')
 FROM c
 WHERE d.tenant_id = c.tenant_id AND d.delivery_id = c.delivery_id
-RETURNING d.tenant_id, d.delivery_id, d.task_id, d.channel, d.destination, d.attempts,
-          d.queued_at, d.lease_token, d.lease_expires_at;
+RETURNING d.tenant_id, d.delivery_id, d.task_id, d.notice_id, d.channel, d.destination,
+          d.attempts, d.queued_at, d.lease_token, d.lease_expires_at;
 
 -- name: delivery_payloads
 -- The notice body (a reference to the committed report) and, read now, the recipient's
@@ -889,6 +889,21 @@ JOIN unnest($1::text[], $2::bigint[]) AS k (tenant_id, task_id)
 LEFT JOIN users u ON u.tenant_id = t.tenant_id AND u.user_id = t.owner_user_id
 LEFT JOIN notification_preferences p
   ON p.tenant_id = t.tenant_id AND p.user_id = t.owner_user_id;
+
+-- name: not_run_payloads
+-- The body of a notice that an agreed run did not happen (migration 0012): the history
+-- entry's key, the outcome and its reason, never a report; and, read now, the
+-- recipient's preferences and zone.
+SELECT n.tenant_id, n.notice_id, n.definition_id, n.binding_id, n.slot, n.kind, n.outcome,
+       n.task_id, n.owner_user_id, n.scheduled_for, n.reason, n.importance, n.recorded_at,
+       u.zone AS user_zone, p.user_id IS NOT NULL AS has_preferences, p.channels,
+       p.min_importance, p.quiet_start, p.quiet_end
+FROM not_run_notices n
+JOIN unnest($1::text[], $2::bigint[]) AS k (tenant_id, notice_id)
+  ON n.tenant_id = k.tenant_id AND n.notice_id = k.notice_id
+LEFT JOIN users u ON u.tenant_id = n.tenant_id AND u.user_id = n.owner_user_id
+LEFT JOIN notification_preferences p
+  ON p.tenant_id = n.tenant_id AND p.user_id = n.owner_user_id;
 
 -- name: deliveries_record
 -- One pass's outcomes, only for rows whose claim (lease token) is still current: a pass
@@ -975,9 +990,11 @@ LIMIT 20;
 -- the dispatcher applies the new preferences to them at once.
 UPDATE deliveries x
 SET next_attempt_at = $3, status_reason = 'preferences changed: re-evaluated'
-FROM tasks t
 WHERE x.tenant_id = $1 AND x.status = 'pending' AND x.next_attempt_at > $3
-  AND t.tenant_id = x.tenant_id AND t.task_id = x.task_id AND t.owner_user_id = $2;
+  AND (EXISTS (SELECT 1 FROM tasks t WHERE t.tenant_id = x.tenant_id
+                 AND t.task_id = x.task_id AND t.owner_user_id = $2)
+       OR EXISTS (SELECT 1 FROM not_run_notices n WHERE n.tenant_id = x.tenant_id
+                    AND n.notice_id = x.notice_id AND n.owner_user_id = $2));
 
 -- name: webhook_endpoints_list
 SELECT e.tenant_id, e.name, e.url, e.created_at,
@@ -1012,24 +1029,33 @@ WHERE ($1::text IS NULL AND tenant_id NOT LIKE '\_replay-%') OR tenant_id = $1
 GROUP BY status ORDER BY status;
 
 -- name: deliveries_list
-SELECT d.tenant_id, d.delivery_id, d.task_id, t.definition_id, t.slot, d.channel,
+-- A notice that a run did not happen (notice_id) shows its task, if it had one.
+SELECT d.tenant_id, d.delivery_id, coalesce(d.task_id, n.task_id) AS task_id,
+       coalesce(t.definition_id, n.definition_id) AS definition_id,
+       coalesce(t.slot, n.slot) AS slot, d.channel,
        d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
-       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason
+       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason,
+       CASE WHEN d.notice_id IS NULL THEN 'report.committed' ELSE 'task.not_run' END AS event
 FROM deliveries d
-JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
+LEFT JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
+LEFT JOIN not_run_notices n ON n.tenant_id = d.tenant_id AND n.notice_id = d.notice_id
 WHERE ($1::text IS NULL OR d.tenant_id = $1)
   AND ($2::text IS NULL OR d.status = $2)
-  AND ($3::bigint IS NULL OR d.task_id = $3)
+  AND ($3::bigint IS NULL OR d.task_id = $3 OR n.task_id = $3)
 ORDER BY d.created_at DESC, d.delivery_id
 LIMIT $4;
 
 -- name: delivery_show
 -- One delivery as deliveries_list shows it, by its id.
-SELECT d.tenant_id, d.delivery_id, d.task_id, t.definition_id, t.slot, d.channel,
+SELECT d.tenant_id, d.delivery_id, coalesce(d.task_id, n.task_id) AS task_id,
+       coalesce(t.definition_id, n.definition_id) AS definition_id,
+       coalesce(t.slot, n.slot) AS slot, d.channel,
        d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
-       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason
+       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason,
+       CASE WHEN d.notice_id IS NULL THEN 'report.committed' ELSE 'task.not_run' END AS event
 FROM deliveries d
-JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
+LEFT JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
+LEFT JOIN not_run_notices n ON n.tenant_id = d.tenant_id AND n.notice_id = d.notice_id
 WHERE d.tenant_id = $1 AND d.delivery_id = $2;
 
 -- name: delivery_attempts_list
@@ -1594,6 +1620,7 @@ SELECT EXISTS (SELECT 1 FROM definitions
 WITH
   a AS (DELETE FROM delivery_attempts WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   b AS (DELETE FROM deliveries WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
+  nr AS (DELETE FROM not_run_notices WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   c AS (DELETE FROM effects WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   d AS (DELETE FROM reports WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
   e AS (DELETE FROM runs WHERE tenant_id = $1 AND $1 LIKE '\_replay-%'),
