@@ -82,9 +82,10 @@ async def add_user(db: Database, clock: Clock, tenant_id: str, user_id: str, *,
         SpecError: every invalid field at once: an invalid id; a zone that
             :func:`~watchkeeper.triggers.check_zone` refuses (not a place: ``CET``,
             ``UTC+1``; a link such as ``US/Eastern`` is accepted and stored under the
-            zone it links to, ``America/New_York``); tenant ids may not start with ``_`` (except a replay's own
-            ``_replay-`` tenant, with ``replay``); a display name PostgreSQL cannot
-            store (a NUL, a lone surrogate from a byte that is not UTF-8).
+            zone it links to, ``America/New_York``); tenant ids may not start with
+            ``_`` (except a replay's own ``_replay-`` tenant, with ``replay``); a display
+            name PostgreSQL cannot store (a NUL, a lone surrogate from a byte that is not
+            UTF-8).
         Conflict: the user exists and ``rotate`` is false.
         NotFound: ``rotate`` for a user that does not exist.
     """
