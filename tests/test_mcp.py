@@ -446,3 +446,30 @@ async def test_an_edit_must_be_based_on_the_latest_revision(api: Api, world: Wor
     assert (unbased["type"], unbased["status"]) == ("urn:watchkeeper:problem:conflict", 409)
     assert second["revision"] == 2 and second["confirm"]["path"].endswith("/revisions/2/confirm")
     assert stale["status"] == 409 and "2" in stale["detail"]
+
+
+async def test_tool_arguments_that_do_not_fit_answer_problem_details(
+        api: Api, world: World) -> None:
+    """task_history(since="yesterday") and preview_schedule(count=100000) answer the
+    problem details of a refused spec (each field, what is wrong, what fits), not
+    pydantic's text with its link; several bad arguments are listed at once."""
+    async with over_http(api, world.tokens["agent@acme"]) as client:
+        since = refused(await client.call_tool("task_history", {"since": "yesterday"}))
+        count = refused(await client.call_tool("preview_schedule",
+                                               {"spec": WEDNESDAY, "count": 100000}))
+        both = refused(await client.call_tool("task_history", {"since": 5, "limit": "many"}))
+    for problem in (since, count, both):
+        assert (problem["type"], problem["status"]) == (
+            "urn:watchkeeper:problem:invalid-input", 422)
+        assert "pydantic" not in str(problem)
+    assert since["errors"] == [{
+        "field": "since",
+        "message": "'yesterday' is not an RFC 3339 date-time with an offset (a number of "
+                   "seconds is not one).",
+        "fix": "write RFC 3339 with an offset, such as 2026-03-29T01:00:00Z or "
+               "2026-03-29T03:00:00+02:00."}]
+    assert count["errors"] == [{"field": "count",
+                                "message": "100000 is more than the maximum 100.",
+                                "fix": "write an integer from 1 to 100, such as 5."}]
+    assert [e["field"] for e in both["errors"]] == ["since", "limit"]
+    assert both["errors"][1]["fix"] == "write an integer from 1 to 200, such as 20."

@@ -118,6 +118,8 @@ if TYPE_CHECKING:
     from ._spec import SpecV1 as SpecV1
     from ._spec import canonical_json as canonical_json
     from ._spec import check_endpoint_name as check_endpoint_name
+    from ._fixes import FixableValueError as FixableValueError
+    from ._fixes import validation_problems as validation_problems
     from ._spec import check_instant as check_instant
     from ._spec import parse_spec as parse_spec
     from ._storable import refuse_unstorable as refuse_unstorable
@@ -145,7 +147,7 @@ if TYPE_CHECKING:
     from ._zones import tzdata_version as tzdata_version
 
 __all__ = [
-    "MODEL_AGENT", "ModelAgentParams",
+    "MODEL_AGENT", "ModelAgentParams", "FixableValueError", "validation_problems",
     "IDENTIFIER_PATTERN", "ENDPOINT_NAME_PATTERN", "OPERATOR_TENANT", "RESERVED_PARAM_KEYS",
     "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
@@ -223,6 +225,9 @@ _SOURCES = {
         "ConditionTrigger", "CronTrigger", "Delivery", "Ends", "IntervalTrigger", "Lateness",
         "Limits", "OutputPromise", "SourceRef", "Spec", "SpecV1", "canonical_json",
         "check_endpoint_name", "parse_spec", "INSTANT_RANGE", "check_instant",
+    ),
+    "._fixes": (
+        "FixableValueError", "validation_problems",
     ),
     "._storable": (
         "refuse_unstorable", "storable_problems",

@@ -18,6 +18,7 @@ from pydantic import AwareDatetime, BeforeValidator
 
 from watchkeeper.triggers import (
     INSTANT_RANGE,
+    FixableValueError,
     SpecError,
     check_identifier,
     check_instant,
@@ -35,9 +36,10 @@ def _date_time_text(value: Any) -> Any:
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        raise ValueError("is not an RFC 3339 date-time with an offset, e.g. "
-                         "2026-03-29T01:00:00Z or 2026-03-29T03:00:00+02:00 (a number of "
-                         "seconds is not one)")
+        raise FixableValueError("is not an RFC 3339 date-time with an offset (a number "
+                                "of seconds is not one).",
+                                "write RFC 3339 with an offset, such as 2026-03-29T01:00:00Z "
+                                "or 2026-03-29T03:00:00+02:00.")
     return value
 
 

@@ -20,11 +20,17 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import Field, WithJsonSchema
+from pydantic import Field, ValidationError, WithJsonSchema
 
 from watchkeeper.runtime import Clock, Database, NotFound, Settings
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import IDENTIFIER_PATTERN, SpecV1, parse_spec
+from watchkeeper.triggers import (
+    IDENTIFIER_PATTERN,
+    SpecError,
+    SpecV1,
+    parse_spec,
+    validation_problems,
+)
 
 from ._auth import principal_of
 from ._models import (
@@ -40,7 +46,7 @@ from ._models import (
 )
 from ._results import KNOWN, answer, refusal
 
-__all__ = ["SPEC_MARKER", "Tools"]
+__all__ = ["SPEC_MARKER", "ArgumentsChecked", "Tools"]
 
 SPEC_MARKER = "x-watchkeeper-spec"
 SpecArg = Annotated[dict[str, Any], WithJsonSchema({"type": "object", SPEC_MARKER: True})]
@@ -64,6 +70,23 @@ _PROPOSE = ToolAnnotations(read_only_hint=False, destructive_hint=False,
                            idempotent_hint=False, open_world_hint=False)
 
 
+class ArgumentsChecked(Tool):
+    """A tool whose arguments that do not fit its input schema are refused as problem
+    details (every field, what is wrong, what fits), as a refused spec is, instead of
+    the SDK's ``Error executing tool`` with pydantic's text."""
+
+    async def run(self, arguments: dict[str, Any], context: Any,
+                  convert_result: bool = False) -> Any:
+        """The SDK's run, once the arguments validate; else the refusal."""
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except ValidationError as exc:
+            problems = validation_problems(exc, self.fn_metadata.arg_model)
+            if problems:
+                return refusal(SpecError.of(problems))
+        return await super().run(arguments, context, convert_result)
+
+
 class Tools:
     """The tools over one database, clock and settings; ``agent_key`` is the stdio
     transport's credential (``None`` over HTTP, where each request brings its own)."""
@@ -81,7 +104,8 @@ class Tools:
                  (self.task_history, "Task history", _READ),
                  (self.task_report, "A task's report", _READ),
                  (self.condition_timeline, "A condition's poll timeline", _READ))
-        return [_with_spec_schema(Tool.from_function(fn, title=title, annotations=notes))
+        return [_with_spec_schema(ArgumentsChecked.from_function(fn, title=title,
+                                                                  annotations=notes))
                 for fn, title, notes in table]
 
     async def _principal(self, ctx: Context) -> uc.AgentPrincipal:
