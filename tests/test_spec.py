@@ -80,7 +80,8 @@ def test_round_trip_through_json() -> None:
      ({"trigger": {"type": "interval", "every": "P1M"}}, "trigger.every", "months or years"),
      ({"lateness": {"late_grace": 3e11}}, "lateness.late_grace", "longer than the maximum"),
      ({"limits": {"deadline": 3e11}}, "limits.deadline", "longer than the maximum"),
-     ({"limits": {"max_tasks_per_period": 10**12}}, "limits.max_tasks_per_period", "less than"),
+     ({"limits": {"max_tasks_per_period": 10**12}}, "limits.max_tasks_per_period",
+      "more than the maximum 1000000"),
      ({"trigger": {"type": "interval", "every": 60, "anchor": "0001-01-01T00:00:00Z"}},
       "trigger.anchor", "outside 1970-2200"),
      ({"trigger": {"type": "at", "at": "9999-12-31T23:00", "zone": "UTC"}}, "trigger.at",
@@ -88,7 +89,7 @@ def test_round_trip_through_json() -> None:
      ({"trigger": {"type": "cron", "expr": "0 9 * * *", "zone": "localtime"}}, "trigger.zone",
       "unknown time zone 'localtime'"),
      ({"instructions": "a\x00b"}, "instructions", "NUL"),
-     ({"ends": {"after": True}}, "ends.after", "valid integer")],
+     ({"ends": {"after": True}}, "ends.after", "True is not an integer")],
 )
 def test_errors_name_the_field(patch: dict[str, Any], field: str, words: str) -> None:
     """Every invalid input raises SpecError with the field path and a fix."""

@@ -84,6 +84,8 @@ if TYPE_CHECKING:
     from ._edges import EdgeStep as EdgeStep
     from ._edges import not_admitted as not_admitted
     from ._edges import step as step
+    from ._fixes import FixableValueError as FixableValueError
+    from ._fixes import validation_problems as validation_problems
     from ._observations import Observation as Observation
     from ._observations import ObservationStatus as ObservationStatus
     from ._polls import DefinitionFacts as DefinitionFacts
@@ -118,8 +120,6 @@ if TYPE_CHECKING:
     from ._spec import SpecV1 as SpecV1
     from ._spec import canonical_json as canonical_json
     from ._spec import check_endpoint_name as check_endpoint_name
-    from ._fixes import FixableValueError as FixableValueError
-    from ._fixes import validation_problems as validation_problems
     from ._spec import check_instant as check_instant
     from ._spec import parse_spec as parse_spec
     from ._storable import refuse_unstorable as refuse_unstorable

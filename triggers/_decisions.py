@@ -41,7 +41,8 @@ __all__ = [
 
 
 class LatePolicy(enum.StrEnum):
-    """What a worker that arrives after ``expires_at`` does (DESIGN "Lateness")."""
+    """What happens to a run that could not start before ``expires_at`` (its scheduled
+    time plus ``late_grace``): skip it, run it once anyway, or wait for the owner."""
 
     SKIP_EXPIRED = "skip_expired"
     CATCH_UP_ONCE = "catch_up_once"

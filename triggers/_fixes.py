@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from ._errors import SpecProblem
 from ._storable import field_part
 
-__all__ = ["FixableValueError", "problem_of_error", "validation_problems"]
+__all__ = ["FixableValueError", "field_info", "problem_of_error", "validation_problems"]
 
 
 class FixableValueError(ValueError):
@@ -56,11 +56,11 @@ def problem_of_error(error: Any, root: type[pydantic.BaseModel] | None = None,
     original = context.get("error")
     if isinstance(original, FixableValueError):
         return SpecProblem(where, f"{_shown(value)} {original.problem}", original.fix)
-    info = _field_info(root, tuple(error["loc"])) if root is not None else None
+    info = field_info(root, tuple(error["loc"])) if root is not None else None
     low, high = _bounds(info)
     shape = _shape(kind, info)
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        low = context.get("ge", context.get("gt", low)) if kind.startswith("greater") else low
+        low = context.get("ge", low) if kind == "greater_than_equal" else low
         high = context.get("le", context.get("lt", high)) if kind.startswith("less") else high
         return SpecProblem(where, f"{_shown(value)} is {_relation(kind, context)}.",
                            _write(shape, low, high, info))
@@ -179,7 +179,7 @@ def _other(kind: str, value: Any, context: dict[str, Any], where: str) -> tuple[
     return f"{_shown(value)} is not accepted: {text}.", f"write a valid {name}."
 
 
-def _field_info(root: type[pydantic.BaseModel], loc: tuple[int | str, ...]) -> FieldInfo | None:
+def field_info(root: type[pydantic.BaseModel], loc: tuple[int | str, ...]) -> FieldInfo | None:
     """The field at ``loc`` under ``root`` (list indexes and union tags skipped)."""
     models: list[type[pydantic.BaseModel]] = [root]
     info: FieldInfo | None = None
@@ -208,8 +208,10 @@ def _bounds(info: FieldInfo | None) -> tuple[Any, Any]:
         return None, None
     low = high = None
     for item in [*info.metadata, *_nested_metadata(info.annotation)]:
-        if isinstance(item, annotated_types.Ge | annotated_types.Gt):
-            low = getattr(item, "ge", getattr(item, "gt", None))
+        if isinstance(item, annotated_types.Ge):
+            low = item.ge
+        if isinstance(item, annotated_types.Gt):  # an integer above gt starts at gt + 1
+            low = item.gt + 1 if _base_type(info.annotation) is int else item.gt
         if isinstance(item, annotated_types.Le | annotated_types.Lt):
             high = getattr(item, "le", getattr(item, "lt", None))
     return low, high

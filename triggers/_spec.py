@@ -42,6 +42,7 @@ from ._cron import CronExpression, CronSchedule, DstGap
 from ._decisions import LatePolicy, OverrunPolicy, Period
 from ._edges import ConditionMode
 from ._errors import SpecError, SpecProblem, SpecProblems, SpecWarning
+from ._fixes import field_info, problem_of_error
 from ._slots import Slot
 from ._storable import field_part, storable_problems
 from ._values import Duration
@@ -192,16 +193,37 @@ def _zone(value: str | None, field: str, info: ValidationInfo) -> str:
 class _Model(BaseModel):
     # durations are stored as seconds: pydantic's ISO form writes 400 days as 'P1Y35D',
     # which a stored spec could then not be read back from (months and years vary)
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float")
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float",
+                              use_attribute_docstrings=True)
+
+
+def _zone_required(schema: dict[str, Any]) -> None:
+    """The schema says what the parser holds a cron trigger to: ``zone`` is a required
+    string (the model keeps ``None`` so a missing zone is one problem among the
+    others, with its own words)."""
+    schema["required"] = [*schema.get("required", []), "zone"]
+    zone = schema["properties"]["zone"]
+    zone.pop("anyOf", None)
+    zone.pop("default", None)
+    zone["type"] = "string"
 
 
 class CronTrigger(_Model):
     """``type = "cron"``: a 5-field expression in a required IANA zone."""
 
+    model_config = ConfigDict(**_Model.model_config, json_schema_extra=_zone_required)
+
     type: Literal["cron"]
+    """Always "cron": run at the times a cron expression names."""
     expr: str
+    """A 5-field cron expression: minute hour day-of-month month day-of-week, e.g. '0 20
+    * * 3' (Wednesdays at 20:00)."""
     zone: str | None = None
+    """The IANA zone the expression's wall times are read in, e.g. 'Europe/Paris' or
+    'America/New_York'. Required."""
     dst_gap: DstGap = "skip"
+    """A wall time the clocks skip on a DST change: 'skip' (no run that day) or
+    'run_after' (run at the first instant after the gap)."""
 
     @pydantic.field_validator("expr")
     @classmethod
@@ -239,8 +261,13 @@ class IntervalTrigger(_Model):
     """
 
     type: Literal["interval"]
+    """Always "interval": run every fixed duration, DST-free."""
     every: Duration
+    """How often: seconds or an ISO 8601 duration such as 'PT15M', at least the
+    runtime's minimum interval (60 s by default)."""
     anchor: datetime = EPOCH
+    """An instant with an offset the grid anchor + n * every starts from (default
+    1970-01-01T00:00:00Z, so 15 minutes fires at :00, :15, ...)."""
 
     @pydantic.field_validator("every", mode="before")
     @classmethod
@@ -274,8 +301,12 @@ class AtTrigger(_Model):
     repeated one means its first instant."""
 
     type: Literal["at"]
+    """Always "at": run once."""
     at: datetime
+    """When: a local wall time read in zone, e.g. '2026-12-02T20:00:00', or an instant
+    with an offset."""
     zone: str = "UTC"
+    """The IANA zone a wall time in at is read in, e.g. 'Europe/Paris' (default UTC)."""
 
     @pydantic.field_validator("at", mode="before")
     @classmethod
@@ -332,7 +363,10 @@ class SourceRef(_Model):
     different reading."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    """The observation source's name, as a supervisor registers it (e.g. 'prices')."""
     version: Annotated[str, Field(min_length=1, max_length=64)]
+    """The source's version this condition was written against; a source reporting
+    another version reads unknown."""
 
 
 class ConditionTrigger(_Model):
@@ -341,16 +375,29 @@ class ConditionTrigger(_Model):
 
     ``mode``: ``first_match`` (fires once, on the first true; the definition then
     completes) or ``every_edge`` (fires on each false -> true edge, at most once per
-    ``cooldown``). See DESIGN "Conditions (three-valued)".
+    ``cooldown``). A reading that is unknown (missing, stale, another version) never
+    fires.
     """
 
     type: Literal["condition"]
+    """Always "condition": poll a source and run when the predicate becomes true."""
     mode: ConditionMode
+    """'first_match' (run once, on the first true reading; the agreement then completes)
+    or 'every_edge' (run on each change from false to true)."""
     source: SourceRef
+    """Which observation source to read, and its version."""
     poll_every: Duration
+    """How often to read the source: seconds or an ISO 8601 duration such as 'PT1H', at
+    least the runtime's minimum interval."""
     anchor: datetime = EPOCH
+    """An instant with an offset the poll grid anchor + n * poll_every starts from
+    (default 1970-01-01T00:00:00Z)."""
     cooldown: Duration = timedelta(0)
+    """every_edge only: the least time between two runs, seconds or ISO 8601 (default
+    0)."""
     predicate: Predicate
+    """When to run: a comparison {subject, op, threshold}, or all / any / not of
+    predicates. An unknown reading never runs."""
 
     @pydantic.field_validator("poll_every", mode="before")
     @classmethod
@@ -424,7 +471,12 @@ class Lateness(_Model):
     """Lateness policy and ``late_grace`` (``expires_at = not_before + late_grace``)."""
 
     policy: LatePolicy = LatePolicy.SKIP_EXPIRED
+    """A run that could not start within late_grace: 'skip_expired' (recorded, not run),
+    'catch_up_once' (one run for every missed occurrence) or 'review_late' (waits for
+    the owner)."""
     late_grace: Duration = timedelta(minutes=10)
+    """How late a run may still start: seconds or ISO 8601, 0 to 7 days (default 10
+    minutes)."""
 
     @pydantic.field_validator("late_grace", mode="before")
     @classmethod
@@ -444,7 +496,9 @@ class Ends(_Model):
     (inclusive), and/or ``after`` N calendar occurrences (skipped ones count)."""
 
     until: datetime | None = None
+    """No occurrence after this instant (with an offset, inclusive); null: no end date."""
     after: Annotated[pydantic.StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
+    """End after this many occurrences, skipped ones included; null: no count."""
 
     @pydantic.field_validator("until", mode="before")
     @classmethod
@@ -463,13 +517,17 @@ class AgentSpec(_Model):
     """Which agent runs the task (default: the built-in deterministic digest).
 
     ``params`` are the agent's own; for the built-in ``model`` agent they are checked
-    here (:class:`~triggers._agent_params.ModelAgentParams`), each problem naming
-    ``agent.params.<field>``. No agent's params may set a key the runtime writes
-    (``schedule``, ``trigger``).
+    when proposed, each problem naming ``agent.params.<field>``. No agent's params may
+    set a key the runtime writes (``schedule``, ``trigger``).
     """
 
     name: str = "digest"
+    """The agent that runs the task: 'digest' (built in, no model), 'model' (the
+    supervisor's model endpoint), or the name of an agent a supervisor offers."""
     params: dict[str, JsonValue] = Field(default_factory=dict)
+    """The agent's own settings; for 'model': model (required), system_prompt,
+    temperature (0-2), max_output_tokens, input_usd_per_1k, output_usd_per_1k (decimal
+    strings), request_timeout_seconds, http_retries, output_retries."""
 
     @pydantic.model_validator(mode="after")
     def _params(self) -> AgentSpec:
@@ -483,7 +541,7 @@ class AgentSpec(_Model):
                     {k: v for k, v in self.params.items() if k not in RESERVED_PARAM_KEYS})
             except pydantic.ValidationError as exc:
                 problems += [SpecProblem(_field_at("agent.params", p.field), p.problem, p.fix)
-                             for p in _translate(exc)]
+                             for p in _translate(exc, ModelAgentParams)]
         if problems:
             raise SpecError.of(problems)
         return self
@@ -495,14 +553,27 @@ class Limits(_Model):
     that returns unknown included, and it never refunds within its period."""
 
     deadline: Duration = timedelta(minutes=10)
+    """How long one run may take: seconds or ISO 8601, up to 7 days (default 10
+    minutes)."""
     max_attempts: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 3
+    """How many times a failed run is tried, 1-20 (default 3)."""
     max_tasks_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000)] | None = None
+    """The most tasks admitted per period; null: no cap."""
     period: Period = Period.DAY
+    """The accounting period of the per-period caps, in the agreement's zone: 'day',
+    'week' or 'month'."""
     max_model_requests: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
+    """The most model requests one task may make (an integer); null: no cap."""
     max_tool_attempts: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
+    """The most tool calls one task may make (an integer); null: no cap."""
     max_cost_usd: Annotated[Decimal, Field(ge=0, le=1_000_000_000)] | None = None
+    """The most one task may spend on the model, in USD, as a decimal string such as
+    "0.25"; null: no cap."""
     max_polls_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
+    """Conditions: the most polls per period, unknown readings included; null: no cap."""
     max_roots: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 1
+    """How many roots one task may run, 1-20 (default 1: no continuation; a run may
+    end asking to continue as the task's next root)."""
 
     @pydantic.field_validator("deadline", mode="before")
     @classmethod
@@ -561,7 +632,10 @@ class Delivery(_Model):
     the name of one of the tenant's webhook endpoints (``watchkeeper webhooks add``)."""
 
     channel: Literal["log", "file", "webhook"] = "log"
+    """Where the notice goes: 'log', 'file' or 'webhook'."""
     destination: str = ""
+    """For 'file': a relative path such as 'reports.jsonl'; for 'webhook': the name of a
+    webhook endpoint of the tenant; empty for 'log'."""
 
     @pydantic.model_validator(mode="after")
     def _destination(self) -> Delivery:
@@ -587,8 +661,11 @@ class OutputPromise(_Model):
     artifact file of ``type`` (a suffix such as ``".md"``) under ``directory``."""
 
     kind: Literal["markdown", "artifact"] = "markdown"
+    """What a run must produce: 'markdown' (a non-empty report) or 'artifact' (a file)."""
     directory: str | None = None
+    """For an artifact: the relative directory it is written in, e.g. 'drafts'."""
     type: str | None = None
+    """For an artifact: its file suffix, e.g. '.md'."""
 
     @pydantic.model_validator(mode="after")
     def _artifact(self) -> OutputPromise:
@@ -607,23 +684,42 @@ class OutputPromise(_Model):
 
 
 class SpecV1(_Model):
-    """Definition spec, version 1. See the module docstring for the two parts."""
+    """A standing agreement, version 1: when the task runs (trigger), what runs (agent,
+    instructions), within which limits, and where its notice goes. Everything but title
+    and notes is covered by the spec_hash the owner confirms."""
 
     version: Literal[1] = 1
+    """The spec format's version: 1."""
     trigger: Trigger
+    """When the task runs: cron, interval, at (once) or condition, chosen by type."""
     lateness: Lateness = Lateness()
+    """What happens to a run that could not start on time."""
     overrun: OverrunPolicy = OverrunPolicy.SKIP
+    """A new occurrence while the previous task still runs: 'skip', 'queue_one', 'allow'
+    or 'cancel_previous'."""
     jitter: Duration = timedelta(0)
+    """A random delay of up to this much before each run, 0 to 1 hour (seconds or ISO
+    8601)."""
     ends: Ends = Ends()
+    """When the schedule ends (default: never)."""
     agent: AgentSpec = AgentSpec()
+    """Which agent runs the task, and its settings."""
     instructions: str = Field("", json_schema_extra={"maxLength": 20_000})
+    """What the agent is asked to do, in plain words."""
     sources: tuple[str, ...] = ()
+    """The observation sources (by name) the agent may read during a run (ctx.sources)."""
     delivery: tuple[Delivery, ...] = (Delivery(),)
+    """Where the notice of each committed report goes (default: the log)."""
     limits: Limits = Limits()
+    """Deadline, attempts and budgets."""
     audiences: tuple[str, ...] = ()
+    """Audience labels handed to the agent in its context (ctx.audiences)."""
     output: OutputPromise = OutputPromise()
+    """What a run must produce."""
     title: str = Field("", json_schema_extra={"maxLength": 200})
+    """A short name for people; editing it needs no new confirmation."""
     notes: str = Field("", json_schema_extra={"maxLength": 4_000})
+    """Free notes for people; editing them needs no new confirmation."""
 
     TEXT_LIMITS: ClassVar[dict[str, int]] = {"instructions": 20_000, "title": 200,
                                              "notes": 4_000}
@@ -833,7 +929,8 @@ def _merged(first: list[SpecProblem], then: list[SpecProblem]) -> SpecError:
                                                                len(order))))
 
 
-def _translate(exc: pydantic.ValidationError) -> list[SpecProblem]:
+def _translate(exc: pydantic.ValidationError,
+               root: type[BaseModel] | None = None) -> list[SpecProblem]:
     """Every error of ``exc`` as a problem, in pydantic's order (the model's field
     order; unknown fields after the known ones of their table).
 
@@ -846,7 +943,7 @@ def _translate(exc: pydantic.ValidationError) -> list[SpecProblem]:
     for error in errors:
         if error["type"] == "too_short" and _explained(error, errors):
             continue  # a list whose items failed is "too short after validation" too
-        problem = _problems_of(error, errors)
+        problem = _problems_of(error, errors, root or SpecV1)
         if error["type"] == "extra_forbidden" and problem[0].fix.startswith("did you mean"):
             parent = _where(error["loc"][:-1]) if len(error["loc"]) > 1 else ""
             suggested.add(f"{parent}.{_suggestion(error, errors)}".lstrip("."))
@@ -881,8 +978,9 @@ def _explained(error: Any, errors: list[Any]) -> bool:
     return any(len(e["loc"]) > len(loc) and tuple(e["loc"][:len(loc)]) == loc for e in errors)
 
 
-def _problems_of(first: Any, errors: list[Any]) -> list[SpecProblem]:
-    """One pydantic error as problems (a validator's SpecError may carry several)."""
+def _problems_of(first: Any, errors: list[Any], root: type[BaseModel]) -> list[SpecProblem]:
+    """One pydantic error as problems (a validator's SpecError may carry several); an
+    error about a value's type or range says what fits (:func:`problem_of_error`)."""
     original = (first.get("ctx") or {}).get("error")
     where = _where(first["loc"])
     if isinstance(original, SpecError):
@@ -898,8 +996,7 @@ def _problems_of(first: Any, errors: list[Any]) -> list[SpecProblem]:
     if first["type"] == "extra_forbidden":
         return [SpecProblem(where, "is not a field of this spec.", _did_you_mean(first, errors))]
     if first["type"] == "missing":
-        return [SpecProblem(where, "is missing.",
-                            f"add {where.rsplit('.', 1)[-1]} (see the spec table in the README).")]
+        return [SpecProblem(where, "is missing.", _add(root, first["loc"], where))]
     if first["type"] in ("literal_error", "enum"):
         expected = (first.get("ctx") or {}).get("expected", "")
         return [SpecProblem(where, f"{first['input']!r} is not allowed.", f"use {expected}.")]
@@ -910,7 +1007,15 @@ def _problems_of(first: Any, errors: list[Any]) -> list[SpecProblem]:
     if first["type"].startswith("datetime"):
         return [SpecProblem(where, f"{first['input']!r} is not a date and time.",
                             "write ISO 8601, e.g. '2026-12-02T20:00:00+01:00'.")]
-    return [SpecProblem(where, f"{first['msg']}.", "see the spec reference in the README.")]
+    return [problem_of_error(first, root, where)]
+
+
+def _add(root: type[BaseModel], loc: tuple[int | str, ...], where: str) -> str:
+    """The fix of a missing field: add it, saying what it is (its description)."""
+    name = where.rsplit(".", 1)[-1]
+    info = field_info(root, tuple(loc))
+    description = " ".join((info.description or "").split()) if info is not None else ""
+    return f"add {name}: {description}" if description else f"add {name}."
 
 
 def _field_at(where: str, field: str) -> str:

@@ -43,7 +43,8 @@ from ._input import check_instants
 from ._keys import Principal
 from ._principals import UserPrincipal
 
-__all__ = ["ProposalView", "describe", "preview_spec", "propose_spec"]
+__all__ = ["BUILT_IN_AGENTS", "ProposalView", "agent_warnings", "describe", "preview_spec",
+           "propose_spec"]
 
 PREVIEW_COUNT = 5
 
@@ -58,17 +59,18 @@ class ProposalView:
         next: the next occurrences (or polls, for a condition) after the proposal.
         warnings: what the proposer should know about the accepted spec (the spec's
             :attr:`~watchkeeper.triggers.SpecV1.warnings`: a zone stored under another
-            name, a fixed offset).
+            name, a fixed offset), then ``also``'s (an agent no supervisor has offered).
     """
 
     proposal: Proposal
     spec: Spec
     summary: str
     next: Sequence[PreviewItem]
+    also: tuple[SpecWarning, ...] = ()
 
     @property
     def warnings(self) -> tuple[SpecWarning, ...]:
-        return self.spec.warnings
+        return (*self.spec.warnings, *self.also)
 
     def to_json(self) -> dict[str, Any]:
         """``tenant_id``, ``definition_id``, ``revision``, ``spec_hash``,
@@ -220,4 +222,25 @@ async def propose_spec(db: Database, clock: Clock, principal: Principal, *, defi
     proposal = await propose(db, clock, tenant_id=principal.tenant_id,  # type: ignore[union-attr]
                              definition_id=definition_id, owner_user_id=owner, spec=parsed,
                              proposed_by=principal.label, based_on=based_on)
-    return ProposalView(proposal, parsed, describe(parsed), preview_spec(parsed, clock.now()))
+    return ProposalView(proposal, parsed, describe(parsed), preview_spec(parsed, clock.now()),
+                        await agent_warnings(db, parsed))
+
+
+BUILT_IN_AGENTS = frozenset({"digest", "model"})
+"""Agents every watchkeeper has (``model`` once its endpoint is configured)."""
+
+
+async def agent_warnings(db: Database, spec: Spec) -> tuple[SpecWarning, ...]:
+    """A warning when ``spec``'s agent is neither built in nor one any supervisor has
+    ever offered (its heartbeat's ``agents``): accepted, since a supervisor offering it
+    may come later, but its tasks wait until one does — often a misspelt name."""
+    name = spec.agent.name
+    if name in BUILT_IN_AGENTS:
+        return ()
+    offered = {row["agent"] for row in await db.fetch("supervisors_agents_ever")}
+    if name in offered:
+        return ()
+    known = ", ".join(repr(n) for n in sorted(BUILT_IN_AGENTS | offered))
+    return (SpecWarning("agent.name", f"no supervisor has ever offered an agent named "
+                        f"{name!r}, so its tasks wait until one does (known agents: "
+                        f"{known}); check the name, or start a supervisor that offers it"),)

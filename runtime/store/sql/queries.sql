@@ -1130,6 +1130,12 @@ WHERE status NOT IN ('stopped', 'lost')
         secs => $2::float8 * coalesce((detail ->> 'heartbeat_seconds')::float8, 5))
 RETURNING supervisor_id, hostname, pid, heartbeat_at, detail ->> 'was' AS was;
 
+-- name: supervisors_agents_ever
+-- Every agent name any supervisor has offered (its heartbeat's detail.agents), stopped
+-- and lost ones included.
+SELECT DISTINCT jsonb_array_elements_text(detail -> 'agents') AS agent
+FROM supervisors WHERE jsonb_typeof(detail -> 'agents') = 'array';
+
 -- name: supervisors_list
 SELECT supervisor_id, hostname, pid, started_at, heartbeat_at, status, clock_offset_ms, detail
 FROM supervisors ORDER BY heartbeat_at DESC;
