@@ -369,6 +369,11 @@ class SourceRef(_Model):
     another version reads unknown."""
 
 
+_COOLDOWN_FIRST_MATCH = ("trigger.cooldown",
+                         "applies to every_edge only (first_match fires once).",
+                         "remove cooldown, or use mode = 'every_edge'.")
+
+
 class ConditionTrigger(_Model):
     """``type = "condition"``: poll a source every ``poll_every`` (on the grid
     ``anchor + n * poll_every``) and fire on a three-valued predicate.
@@ -438,8 +443,7 @@ class ConditionTrigger(_Model):
         with found.check():
             check_bounds(self.predicate)
         if self.mode is ConditionMode.FIRST_MATCH and self.cooldown:
-            found.add("trigger.cooldown", "applies to every_edge only (first_match fires once).",
-                      "remove cooldown, or use mode = 'every_edge'.")
+            found.add(*_COOLDOWN_FIRST_MATCH)
         found.raise_if_any()
         return self
 
@@ -908,7 +912,8 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
     try:
         spec = model.model_validate(dict(data), context=context)
     except pydantic.ValidationError as exc:
-        raise _merged(unstorable, _translate(exc)) from exc
+        found = _translate(exc)
+        raise _merged(unstorable, [*found, *_unrun_rules(data, found)]) from exc
     except (RecursionError, OverflowError) as exc:
         raise _merged(unstorable, [SpecProblem(
             "spec", f"cannot be read ({type(exc).__name__}).",
@@ -917,6 +922,34 @@ def parse_spec(data: Mapping[str, Any], *, min_interval: timedelta = DEFAULT_MIN
         raise _merged(unstorable, [])
     spec._warnings = tuple(warnings)
     return spec
+
+
+def _unrun_rules(data: Mapping[str, Any], found: list[SpecProblem]) -> list[SpecProblem]:
+    """The trigger's cross-field rules that pydantic did not run because another of its
+    fields failed: a rule whose own fields are valid runs here on the raw data
+    (``first_match`` with a ``cooldown``); one that cannot says when it will
+    (whether an ``at`` time exists in its zone: once the zone is valid)."""
+    trigger = data.get("trigger")
+    failed = {p.field for p in found}
+    if not isinstance(trigger, Mapping) or not any(f.startswith("trigger.") for f in failed):
+        return []
+    kind = trigger.get("type")
+    if kind == "condition" and trigger.get("mode") == "first_match" and \
+            "trigger.cooldown" not in failed and _positive(trigger.get("cooldown")):
+        return [SpecProblem(*_COOLDOWN_FIRST_MATCH)]
+    if kind == "at" and "trigger.zone" in failed and "trigger.at" not in failed:
+        return [SpecProblem("trigger.at", "whether this local time exists in the zone (not "
+                            "skipped by a DST change) is checked once trigger.zone is valid.",
+                            "fix trigger.zone; this check then runs.")]
+    return []
+
+
+def _positive(value: Any) -> bool:
+    """Whether a raw duration is one the parser reads as more than zero."""
+    try:
+        return pydantic.TypeAdapter(timedelta).validate_python(value) > timedelta(0)
+    except (pydantic.ValidationError, TypeError):
+        return False
 
 
 def _merged(first: list[SpecProblem], then: list[SpecProblem]) -> SpecError:

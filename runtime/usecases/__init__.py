@@ -118,6 +118,7 @@ if TYPE_CHECKING:
     from ._problems import ProblemKind as ProblemKind
     from ._problems import problem_kind as problem_kind
     from ._proposals import ProposalView as ProposalView
+    from ._proposals import checked_proposal as checked_proposal
     from ._proposals import describe as describe
     from ._proposals import preview_spec as preview_spec
     from ._proposals import propose_spec as propose_spec
@@ -133,6 +134,7 @@ if TYPE_CHECKING:
     from ._specfile import load_data as load_data
     from ._specfile import load_registrations as load_registrations
     from ._specfile import load_spec as load_spec
+    from ._specfile import load_spec_data as load_spec_data
     from ._status import DELIVERY_STATUSES as DELIVERY_STATUSES
     from ._status import DeploymentStatus as DeploymentStatus
     from ._status import Readiness as Readiness
@@ -173,8 +175,9 @@ __all__ = [
     "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",
     "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
     "UserPrincipal", "describe", "preview_spec", "ProposalView", "propose_spec",
+    "checked_proposal",
     "load_replay_definitions", "prune_replays", "remove_replay", "replay", "replay_window",
-    "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations", "load_spec",
+    "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations", "load_spec", "load_spec_data",
     "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "readiness", "status",
     "supervisors", "SupervisorState", "tenant_status", "TenantStatus", "unclaimable_tasks",
     "UnclaimableTask",
@@ -236,7 +239,7 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
     ),
     "._proposals": (
-        "ProposalView", "describe", "preview_spec", "propose_spec",
+        "ProposalView", "checked_proposal", "describe", "preview_spec", "propose_spec",
     ),
     "._replay": (
         "ReplayDefinition", "ReplaySummary", "load_replay_definitions", "prune_replays",
@@ -246,7 +249,7 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "ReportSpending", "UsageTotals",
     ),
     "._specfile": (
-        "load_data", "load_registrations", "load_spec",
+        "load_data", "load_registrations", "load_spec", "load_spec_data",
     ),
     "._status": (
         "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "SupervisorState", "TenantStatus",

@@ -23,19 +23,26 @@ from watchkeeper.triggers import (
     Comparison,
     ConditionTrigger,
     CronTrigger,
+    Delivery,
     IntervalTrigger,
     NoOccurrenceError,
     NotOf,
     Predicate,
     PreviewItem,
     Spec,
+    SpecError,
+    SpecProblem,
+    SpecProblems,
+    SpecV1,
     SpecWarning,
+    check_identifier,
     format_utc,
     parse_spec,
     preview,
 )
 
 from ..engine._clock import Clock
+from ..engine._ledger import check_destinations
 from ..store._db import Database
 from ._access import Capability, authorize
 from ._definitions import Proposal, propose
@@ -43,8 +50,8 @@ from ._input import check_instants
 from ._keys import Principal
 from ._principals import UserPrincipal
 
-__all__ = ["BUILT_IN_AGENTS", "ProposalView", "agent_warnings", "describe", "preview_spec",
-           "propose_spec"]
+__all__ = ["BUILT_IN_AGENTS", "ProposalView", "agent_warnings", "checked_proposal",
+           "describe", "preview_spec", "propose_spec"]
 
 PREVIEW_COUNT = 5
 
@@ -199,12 +206,11 @@ async def propose_spec(db: Database, clock: Clock, principal: Principal, *, defi
     another); an agent or the operator of a tenant names the owner user.
 
     Raises:
-        SpecError: every problem of the spec, or a missing ``owner_user_id``.
+        SpecError: every problem at once (:func:`checked_proposal`: the id, the owner,
+            the spec, its webhook destinations), or a missing ``owner_user_id``.
         Forbidden: the tick secret.
         NotFound, Conflict: as :func:`propose`.
     """
-    from watchkeeper.triggers import SpecError
-
     authorize(principal, Capability.PROPOSE)
     if isinstance(principal, UserPrincipal):
         owner = owner_user_id or principal.user_id
@@ -218,12 +224,76 @@ async def propose_spec(db: Database, clock: Clock, principal: Principal, *, defi
         raise SpecError("owner", "is missing.", "name the user who will own and confirm it.")
     else:
         owner = owner_user_id
-    parsed = spec if isinstance(spec, Spec) else parse_spec(spec, min_interval=min_interval)
+    parsed = await checked_proposal(db, principal.tenant_id, definition_id,  # type: ignore[union-attr]
+                                    owner, spec, min_interval)
     proposal = await propose(db, clock, tenant_id=principal.tenant_id,  # type: ignore[union-attr]
                              definition_id=definition_id, owner_user_id=owner, spec=parsed,
                              proposed_by=principal.label, based_on=based_on)
     return ProposalView(proposal, parsed, describe(parsed), preview_spec(parsed, clock.now()),
                         await agent_warnings(db, parsed))
+
+
+async def checked_proposal(db: Database, tenant_id: str, definition_id: str, owner: str,
+                           spec: Spec | Mapping[str, Any], min_interval: timedelta) -> Spec:
+    """``spec`` parsed, once every check of a proposal passed; else one refusal listing
+    every problem: ``definition_id``, ``owner`` (its form, then whether the tenant has
+    that user), the spec's own, and each webhook destination the tenant has no endpoint
+    for (read from the entries that are valid when the spec as a whole is not).
+
+    Raises:
+        SpecError: every problem at once, ``definition_id`` and ``owner`` first, then
+            the spec's in the order of its fields.
+    """
+    found = SpecProblems()
+    with found.check():
+        check_identifier(definition_id, "definition_id")
+    with found.check():
+        check_identifier(owner, "owner")
+        if await db.fetchrow("user_get", tenant_id, owner) is None:
+            found.add("owner", f"tenant {tenant_id} has no user {owner!r}.",
+                      f"name a user of tenant {tenant_id} (the person who will confirm), "
+                      f"or create it first: watchkeeper users add {tenant_id} {owner}")
+    parsed: Spec | None = None
+    with found.check():
+        parsed = spec if isinstance(spec, Spec) else parse_spec(spec, min_interval=min_interval)
+    async with db.connection() as conn:
+        with found.check():
+            await check_destinations(conn, tenant_id, parsed.delivery if parsed is not None
+                                     else _valid_deliveries(spec))
+    if found:
+        raise SpecError.of(sorted(found.problems, key=_spec_order))
+    assert parsed is not None
+    return parsed
+
+
+_AHEAD = ("definition_id", "owner")
+
+
+def _spec_order(problem: SpecProblem) -> tuple[int, int]:
+    """``definition_id``, ``owner``, then the spec's fields in its model's order, a
+    list's items by index."""
+    head, _, rest = problem.field.partition(".")
+    index = rest.split(".")[0]
+    item = int(index) if index.isdigit() else -1
+    if head in _AHEAD:
+        return _AHEAD.index(head), item
+    fields = list(SpecV1.model_fields)
+    return len(_AHEAD) + (fields.index(head) if head in fields else len(fields)), item
+
+
+def _valid_deliveries(spec: Spec | Mapping[str, Any]) -> list[Delivery]:
+    """The delivery entries of a spec that did not parse, each at its index (an entry
+    that is not valid on its own stands as a log entry, which names no endpoint)."""
+    entries = spec.get("delivery") if isinstance(spec, Mapping) else None
+    if not isinstance(entries, list):
+        return []
+    out = []
+    for entry in entries:
+        try:
+            out.append(Delivery.model_validate(entry))
+        except (ValueError, TypeError):
+            out.append(Delivery())
+    return out
 
 
 BUILT_IN_AGENTS = frozenset({"digest", "model"})

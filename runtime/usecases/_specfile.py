@@ -16,7 +16,7 @@ from watchkeeper.triggers import Binding, Spec, SpecError, SpecProblems, parse_s
 if TYPE_CHECKING:
     from ..engine._registry import ScheduleDef
 
-__all__ = ["load_data", "load_registrations", "load_spec"]
+__all__ = ["load_data", "load_registrations", "load_spec", "load_spec_data"]
 
 
 def load_data(path: Path) -> dict[str, Any]:
@@ -50,13 +50,22 @@ def load_spec(path: Path, *, min_interval: timedelta) -> Spec:
     Raises:
         SpecError: listing every problem, each naming the field and the fix.
     """
+    return parse_spec(load_spec_data(path), min_interval=min_interval)
+
+
+def load_spec_data(path: Path) -> dict[str, Any]:
+    """The plain data of one spec in ``path``, not yet parsed (:func:`load_data`).
+
+    Raises:
+        SpecError: as :func:`load_data`, or the file holds ``[[definitions]]``.
+    """
     data = load_data(path)
     if "definitions" in data and "version" not in data:
         raise SpecError("file", f"{path} holds [[definitions]] tables (a replay or "
                         "registration file), not one spec.",
                         "propose a single spec; give this file to 'watchkeeper replay "
                         "--definitions' or 'watchkeeper register'.")
-    return parse_spec(data, min_interval=min_interval)
+    return data
 
 
 _REGISTRATION_KEYS = {

@@ -42,6 +42,10 @@ router = APIRouter(prefix="/v1/definitions", tags=["definitions"], responses=PRO
 
 DefinitionId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, max_length=128,
                                    description="The definition's id in the caller's tenant.")]
+ProposedId = Annotated[str, Path(max_length=1000, json_schema_extra={
+    "pattern": IDENTIFIER_PATTERN, "maxLength": 128},
+    description="The definition's id in the caller's tenant (checked with the proposal, so "
+                "a refusal lists its problem with every other).")]
 
 
 async def _visible(svc: Svc, principal: uc.Principal, definition_id: str,
@@ -88,7 +92,7 @@ async def show_definition(svc: Svc, principal: Authenticated,
 
 @router.post("/{definition_id}/revisions", status_code=201, response_model=ProposalOut,
              summary="Propose a revision")
-async def propose(svc: Svc, principal: Authenticated, definition_id: DefinitionId,
+async def propose(svc: Svc, principal: Authenticated, definition_id: ProposedId,
                   body: ProposeIn, response: Response) -> dict[str, Any]:
     """Record a proposed revision (nothing runs until the owner confirms it). Answers the
     revision, its ``spec_hash``, the effective part the hash covers, a summary for the

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc
+from watchkeeper.triggers import NoOccurrenceError, Spec, SpecError, format_utc
 
 from ._app import (
     INSTANT_HELP,
@@ -99,15 +99,18 @@ def propose_cmd(
 
     config = settings()
     try:
-        spec = uc.load_spec(spec_file, min_interval=config.min_interval_delta)
+        data = uc.load_spec_data(spec_file)
     except SpecError as exc:
         raise (fail_json(exc) if as_json else fail_input(exc)) from exc
 
-    async def run(db: Database, _: Settings) -> uc.Proposal:
-        return await uc.propose(db, await uc.database_clock(db), tenant_id=tenant, definition_id=definition,
-                                owner_user_id=owner, spec=spec, proposed_by=by,
-                                based_on=based_on)
-    proposal = with_db(run, json_errors=as_json)
+    async def run(db: Database, _: Settings) -> tuple[uc.Proposal, Spec]:
+        # every problem at once: the id, the owner, the spec and its webhook destinations
+        checked = await uc.checked_proposal(db, tenant, definition, owner, data,
+                                            config.min_interval_delta)
+        return await uc.propose(db, await uc.database_clock(db), tenant_id=tenant,
+                                definition_id=definition, owner_user_id=owner, spec=checked,
+                                proposed_by=by, based_on=based_on), checked
+    proposal, spec = with_db(run, json_errors=as_json)
     try:
         items = preview(spec.bounded_calendar(), datetime.now(UTC), 5)
     except NoOccurrenceError:
