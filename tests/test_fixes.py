@@ -121,3 +121,27 @@ async def test_an_agent_no_supervisor_offered_is_accepted_with_a_warning(
     assert answers["researcher"] == [] and answers["digest"] == []
     assert await db.pool.fetchval("SELECT count(*) FROM definition_revisions "
                                   "WHERE definition_id = 'd-gpt'") == 1
+
+
+@pytest.mark.anyio
+async def test_request_parameters_that_do_not_fit_say_what_fits_over_http(
+        db: Database, clock: FakeClock, tmp_path: Any) -> None:
+    """The API's own request checks answer the same words as the MCP tools: since and
+    limit of the wrong type each say what fits instead (no 'see /openapi.json')."""
+    from _api import serving
+
+    from watchkeeper.runtime.usecases import create_key
+
+    await owner(db, clock)
+    key = (await create_key(db, clock, "operator", tenant_id="acme", name="k")).token
+    async with serving(db, clock, tmp_path) as api:
+        answer = await api.call("GET", "/v1/history", key, since="yesterday", limit="many")
+    assert answer.status_code == 422
+    assert answer.json()["errors"] == [
+        {"field": "since",
+         "message": "'yesterday' is not an RFC 3339 date-time with an offset (a number of "
+                    "seconds is not one).",
+         "fix": "write RFC 3339 with an offset, such as 2026-03-29T01:00:00Z or "
+                "2026-03-29T03:00:00+02:00."},
+        {"field": "limit", "message": "'many' is not an integer.",
+         "fix": "write an integer, such as 5."}]

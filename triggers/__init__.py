@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from ._edges import not_admitted as not_admitted
     from ._edges import step as step
     from ._fixes import FixableValueError as FixableValueError
+    from ._fixes import problem_of_error as problem_of_error
     from ._fixes import validation_problems as validation_problems
     from ._observations import Observation as Observation
     from ._observations import ObservationStatus as ObservationStatus
@@ -147,7 +148,8 @@ if TYPE_CHECKING:
     from ._zones import tzdata_version as tzdata_version
 
 __all__ = [
-    "MODEL_AGENT", "ModelAgentParams", "FixableValueError", "validation_problems",
+    "MODEL_AGENT", "ModelAgentParams", "FixableValueError", "problem_of_error",
+    "validation_problems",
     "IDENTIFIER_PATTERN", "ENDPOINT_NAME_PATTERN", "OPERATOR_TENANT", "RESERVED_PARAM_KEYS",
     "USER_BINDING_ID", "Binding", "BindingSetError",
     "check_identifier", "validate_bindings", "AtSchedule", "Calendar", "DueWindow",
@@ -227,7 +229,7 @@ _SOURCES = {
         "check_endpoint_name", "parse_spec", "INSTANT_RANGE", "check_instant",
     ),
     "._fixes": (
-        "FixableValueError", "validation_problems",
+        "FixableValueError", "problem_of_error", "validation_problems",
     ),
     "._storable": (
         "refuse_unstorable", "storable_problems",

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import SpecError
+from watchkeeper.triggers import SpecError, problem_of_error
 
 __all__ = ["FieldProblem", "Problem", "install", "problem_response"]
 
@@ -90,6 +90,10 @@ def problem_response(request: Request, exc: BaseException) -> JSONResponse:
                         media_type=PROBLEM_JSON)
 
 
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def _validation(request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's request validation errors, as one 422 listing every field."""
     assert isinstance(exc, RequestValidationError)
@@ -102,8 +106,11 @@ def _validation(request: Request, exc: Exception) -> JSONResponse:
                    "(the request schema is in /openapi.json)")
         elif error.get("type") == "extra_forbidden":
             fix = f"remove {where!r}: it is not a field of this request (see /openapi.json)"
-        else:
-            fix = "see the request schema in /openapi.json"
+        else:  # what fits instead, as a spec's problems say it
+            found = problem_of_error(error, None, where)
+            errors.append(FieldProblem(field=where, message=_sentence(found.problem),
+                                       fix=found.fix))
+            continue
         errors.append(FieldProblem(field=where, message=str(error["msg"]), fix=fix))
     detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
     body = Problem(type=TYPE_BASE + "invalid-input", title="The input is not valid",
