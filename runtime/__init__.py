@@ -25,7 +25,8 @@ Errors::
     ├── AuthError
     │   └── Forbidden
     ├── DatabaseUnavailable       (retryable)
-    │   └── CommitOutcomeUnknown  .backend_pid .backend_start
+    │   ├── CommitOutcomeUnknown  .backend_pid .backend_start
+    │   └── LockStall             .setting
     ├── StaleLease
     ├── EffectOutcomeUnknown      .effect_key
     ├── AgentError                .retryable
@@ -49,6 +50,7 @@ from ._errors import Conflict as Conflict
 from ._errors import DatabaseUnavailable as DatabaseUnavailable
 from ._errors import EffectOutcomeUnknown as EffectOutcomeUnknown
 from ._errors import Forbidden as Forbidden
+from ._errors import LockStall as LockStall
 from ._errors import NotFound as NotFound
 from ._errors import StaleLease as StaleLease
 from ._errors import WatchkeeperError as WatchkeeperError
@@ -110,6 +112,7 @@ __all__ = [
     "propose", "resume", "EmbeddedPostgresError", "embedded_postgres", "AgentError", "AuthError",
     "Forbidden",
     "BudgetExceeded", "CommitOutcomeUnknown", "ConfigError", "Conflict", "DatabaseUnavailable",
+    "LockStall",
     "EffectOutcomeUnknown", "EffectGate", "EffectNotApplied", "NotFound", "StaleLease",
     "WatchkeeperError", "HistoryQuery",
     "history", "review", "trigger_now", "Registry", "RunContext", "ScheduleDef", "register",

@@ -11,7 +11,9 @@
     │   └── Forbidden            authenticated, but this principal may not do this
     │                            (an agent key asking to confirm: HTTP 403)
     ├── DatabaseUnavailable      transient: connection refused or dropped (retryable)
-    │   └── CommitOutcomeUnknown the COMMIT acknowledgement was lost
+    │   ├── CommitOutcomeUnknown the COMMIT acknowledgement was lost
+    │   └── LockStall            a statement gave up waiting for a lock, or ran past
+    │                            its time (lock_timeout, statement_timeout); retryable
     ├── StaleLease               the fencing token is no longer current
     ├── EffectOutcomeUnknown     an external effect was started by an earlier attempt
     │                            and its outcome was never recorded
@@ -60,6 +62,20 @@ class DatabaseUnavailable(WatchkeeperError):
     """PostgreSQL could not be reached or the connection dropped. Retryable."""
 
     retryable = True
+
+
+class LockStall(DatabaseUnavailable):
+    """A statement was cancelled by PostgreSQL's ``lock_timeout`` (it waited that long
+    for a lock another session holds) or ``statement_timeout``; its transaction rolled
+    back, nothing was written. Retryable.
+
+    Attributes:
+        setting: ``"lock_timeout"`` or ``"statement_timeout"``.
+    """
+
+    def __init__(self, message: str, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class CommitOutcomeUnknown(DatabaseUnavailable):

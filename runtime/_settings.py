@@ -30,6 +30,10 @@ variable                        meaning                                  default
 ``WATCHKEEPER_DRAIN_SECONDS``   on SIGTERM, how long runs in flight may  30
                                 finish before they are interrupted and
                                 their tasks released
+``WATCHKEEPER_LOCK_TIMEOUT``    seconds a statement may wait for a lock  5
+                                another session holds (lock_timeout)
+``WATCHKEEPER_STATEMENT_TIMEOUT`` seconds a statement may run            30
+                                (statement_timeout)
 ``WATCHKEEPER_UNITS_FILE``      extra unit definitions (pint syntax),    unset
                                 read by :func:`load_units_file`
 ``WATCHKEEPER_MAX_BODY_BYTES``  the largest request body the HTTP API    1048576
@@ -78,6 +82,8 @@ class Settings(BaseSettings):
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
     drain_seconds: float = 30.0
+    lock_timeout: float = Field(default=5.0, gt=0, le=3600)
+    statement_timeout: float = Field(default=30.0, gt=0, le=86400)
     units_file: Path | None = None
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 

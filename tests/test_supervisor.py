@@ -233,3 +233,71 @@ async def test_a_killed_supervisor_is_marked_lost_once_its_heartbeat_expires(
     lines = {line.split(":")[0]: line for line in done.stdout.decode().splitlines()}
     assert "lost (no heartbeat for" in lines["killed-1"] and "no stop recorded" in lines["killed-1"]
     assert lines["sup-1"].startswith("sup-1: stopped")
+
+
+async def test_a_lock_held_past_the_lease_stalls_loudly_and_loses_nothing(
+        db: Database, db_dsn: str, tmp_path: Path) -> None:
+    """Another session holds an exclusive lock on `tasks` from before a slot falls due
+    until 65 s after it (past the 60 s lease). The tick's statements give up after the
+    pool's lock_timeout (0.3 s here) instead of waiting silently: each stall is counted
+    (watchkeeper_lock_stalls_total), one lock_stall event per stalled loop is recorded,
+    /readyz answers 503 naming the stalled loop, and the loops retry with backoff. Once
+    the lock is released the slot is admitted once and run once, and /readyz no longer
+    names a stall (issue 18, item 9)."""
+    import asyncpg
+    from _api import serving
+
+    from watchkeeper.runtime.store._db import Timeouts, server_settings
+
+    clock = FakeClock(utc("2026-06-01T00:59:30Z"))
+    await confirmed(db, clock, {"trigger": {"type": "interval", "every": 3600},
+                                "lateness": {"policy": "skip_expired", "late_grace": 600}})
+    holder = await asyncpg.connect(db_dsn, server_settings=server_settings(db.schema))
+    async with Database.open(db_dsn, migrate=False, max_size=8,
+                             timeouts=Timeouts(0.3, 30)) as timed:
+        supervisor = Supervisor(timed, clock, config(tmp_path, workers=1, lease_seconds=60))
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                await tg.start(supervisor.run)
+                await supervisor.wait_idle()
+                lock = holder.transaction()
+                await lock.start()
+                await holder.execute("LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE")
+                clock.set_wall(utc("2026-06-01T01:00:00Z"))
+                await supervisor.wait_until(lambda s: "tick" in s.stalled)
+                for _ in range(13):  # 65 s: past the lease
+                    clock.advance(5)
+                    await supervisor.wait_idle()
+                held = supervisor.statistics()
+                async with serving(timed, clock, tmp_path, supervisor=supervisor) as api:
+                    stalled = await api.call("GET", "/readyz")
+                    metrics = (await api.call("GET", "/metrics")).text
+                await lock.rollback()
+                for _ in range(40):  # the backoff is capped at 30 s
+                    if supervisor.statistics().completed:
+                        break
+                    clock.advance(1)
+                    await supervisor.wait_idle()
+                after = supervisor.statistics()
+                async with serving(timed, clock, tmp_path, supervisor=supervisor) as api:
+                    recovered = await api.call("GET", "/readyz")
+                supervisor.stop()
+    await holder.close()
+    assert held.admitted == 0 and held.lock_stalls["tick"] >= 3, held
+    assert stalled.status_code == 503
+    assert "tick" in stalled.json()["checks"]["locks"] and "lock timeout" in \
+        stalled.json()["checks"]["locks"]
+    lines = [x for x in metrics.splitlines()
+             if x.startswith('watchkeeper_lock_stalls_total{loop="tick"}')]
+    assert len(lines) == 1, metrics
+    assert float(lines[0].split()[-1]) == held.lock_stalls["tick"]
+    rows = await db.pool.fetch("SELECT binding_id, reason FROM schedule_events "
+                               "WHERE kind = 'lock_stall' ORDER BY event_id")
+    loops = [r["reason"].split(":")[0] for r in rows]
+    assert "loop tick" in loops and len(loops) == len(set(loops)), loops  # once per loop
+    assert {r["binding_id"] for r in rows} == {"sup-1"}
+    assert (after.admitted, after.completed, after.stalled) == (1, 1, {})
+    assert "locks" not in recovered.json()["checks"]
+    assert [(o["slot"], o["decision"]) for o in await occurrences(db)] == [
+        ("2026-06-01T01:00:00Z", "admitted")]
+    assert [t["status"] for t in await tasks(db)] == ["completed"]

@@ -50,7 +50,7 @@ from anyio.abc import TaskStatus
 from watchkeeper.outbox import Channel, Dispatcher, FileChannel, LogChannel, WebhookChannel, backoff_seconds
 from watchkeeper.sources import SourceRegistry
 
-from .._errors import DatabaseUnavailable, WatchkeeperError
+from .._errors import DatabaseUnavailable, LockStall, WatchkeeperError
 from ..store._db import Database
 from ._admission import NOT_READ, RunUnit
 from ._agents import AgentCatalog
@@ -178,6 +178,10 @@ class SupervisorStatistics:
             deferred) by kind.
         planned: definitions this supervisor's ticks planned (locked and decided: no
             other supervisor planned the same due slot).
+        lock_stalls: statements cancelled by ``lock_timeout`` or ``statement_timeout``
+            (:class:`LockStall`), by loop.
+        stalled: the loops whose last step stalled so (name -> the reason), until one
+            of their steps succeeds.
         wake: how the loops learn of new work besides their due instants:
             ``"notify"`` (listening), ``"connecting"`` (not yet, or again after a lost
             connection), or ``"polling: <why>"``.
@@ -201,6 +205,8 @@ class SupervisorStatistics:
     delivery_outcomes: dict[str, int] = field(default_factory=dict)
     wake: str = ""
     planned: int = 0
+    lock_stalls: dict[str, int] = field(default_factory=dict)
+    stalled: dict[str, str] = field(default_factory=dict)
 
     @property
     def completed(self) -> int:
@@ -241,6 +247,8 @@ class Supervisor:
         self._workers: list[Worker] = []
         self._dead: set[str] = set()
         self._restarts: Counter[str] = Counter()
+        self._lock_stalls: Counter[str] = Counter()
+        self._stalled: dict[str, str] = {}
         self._parked: dict[str, float] = {}
         self._kicks: dict[str, anyio.Event] = {
             "tick": anyio.Event(), "work": anyio.Event(), "deliver": anyio.Event()}
@@ -516,6 +524,11 @@ class Supervisor:
         while not self._stops(name):
             try:
                 busy = await step()
+            except LockStall as exc:
+                failures += 1
+                await self._stall(name, exc)
+                await self._sleep(name, backoff_seconds(failures, base=1.0, cap=30.0))
+                continue
             except DatabaseUnavailable as exc:
                 failures += 1
                 self._dead.add(name)
@@ -530,12 +543,37 @@ class Supervisor:
                 continue
             if failures:
                 log.info("loop %s recovered", name)
+            if self._stalled.pop(name, None) is not None:
+                log.warning("loop %s: no longer stalled on a lock", name)
             failures = 0
             self._dead.discard(name)
             self._notify()
             if busy is not True and not self._stops(name):
                 wait = interval if busy is False else max(0.0, min(busy, interval))
                 await self._sleep(name, wait)
+
+    async def _stall(self, name: str, exc: LockStall) -> None:
+        """A step of loop ``name`` gave up waiting for a lock (or ran past
+        ``statement_timeout``): its transaction rolled back and the step is retried
+        after the backoff, so nothing is lost. Count it, log it and, when the loop was
+        not stalled already, record a ``lock_stall`` event (tenant ``_operator``). The
+        loop stays alive (the heartbeat goes on: the process is not down, another
+        session holds what it needs)."""
+        self._lock_stalls[name] += 1
+        first = name not in self._stalled
+        self._stalled[name] = f"{name}: {exc}"
+        self._notify()
+        log.error("loop %s stalled: %s; its transaction rolled back, retrying (another session "
+                  "holds a lock it needs: see pg_locks / pg_blocking_pids)", name, exc)
+        if not first:
+            return
+        now = self.clock.now()
+        try:
+            await self.db.execute(
+                "event_insert", "_operator", "*", self.config.supervisor_id, None, "lock_stall",
+                None, None, now, now, 1, f"loop {name}: {exc}", now, self.config.supervisor_id)
+        except WatchkeeperError as again:
+            log.warning("could not record the lock stall of loop %s: %s", name, again)
 
     async def _sleep(self, name: str, seconds: float) -> None:
         """Park ``name`` on the clock for ``seconds``, or until its kick (new work in
@@ -619,7 +657,7 @@ class Supervisor:
                                     tuple(cumulative), self._tick_sum,
                                     sum(w.takeovers for w in self._workers),
                                     dict(self._delivery_outcomes), self._wake_state(),
-                                    self._planned)
+                                    self._planned, dict(self._lock_stalls), dict(self._stalled))
 
     # ---------------------------------------------------------------- steps
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._db import JsonText as JsonText
     from ._db import Migration as Migration
     from ._db import StoreError as StoreError
+    from ._db import Timeouts as Timeouts
     from ._db import migrations as migrations
     from ._db import server_settings as server_settings
     from ._embedded import EmbeddedPostgresError as EmbeddedPostgresError
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from ._specs import spec_from_row as spec_from_row
 
 __all__ = ["DEFAULT_SCHEMA", "Connection", "Database", "EmbeddedPostgresError", "JsonText",
-           "Migration", "Pooler", "StoreError", "check_schema", "default_home",
+           "Migration", "Pooler", "StoreError", "Timeouts", "check_schema", "default_home",
            "embedded_postgres", "migrations", "server_settings", "spec_from_json",
            "spec_from_row"]
 
@@ -45,8 +46,8 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "DEFAULT_SCHEMA", "Pooler", "check_schema", "default_home",
     ),
     "._db": (
-        "Connection", "Database", "JsonText", "Migration", "StoreError", "migrations",
-        "server_settings",
+        "Connection", "Database", "JsonText", "Migration", "StoreError", "Timeouts",
+        "migrations", "server_settings",
     ),
     "._embedded": (
         "EmbeddedPostgresError", "embedded_postgres",

@@ -50,11 +50,18 @@ from typing import Any, TypeVar
 import anyio
 import asyncpg
 
-from .._errors import CommitOutcomeUnknown, ConfigError, DatabaseUnavailable, WatchkeeperError
+from .._errors import (
+    CommitOutcomeUnknown,
+    ConfigError,
+    DatabaseUnavailable,
+    LockStall,
+    WatchkeeperError,
+)
 from . import _legacy
 from ._config import DEFAULT_SCHEMA, Pooler, check_schema
 
-__all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "Pooler", "StoreError", "check_schema",
+__all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "Pooler", "StoreError", "Timeouts",
+           "check_schema",
            "load_queries", "migration_lock_key", "migrations", "server_settings", "translated"]
 
 log = logging.getLogger("watchkeeper.store")
@@ -130,6 +137,7 @@ def translated(what: str) -> Iterator[None]:
     Raises:
         ConfigError: a pooler in statement mode refused a transaction (names its
             ``pool_mode`` setting).
+        LockStall: cancelled by ``lock_timeout`` (55P03) or ``statement_timeout`` (57014).
         DatabaseUnavailable: connection-level or retryable failures.
         StoreError: any other PostgreSQL error.
     """
@@ -144,6 +152,11 @@ def translated(what: str) -> Iterator[None]:
                 "transaction (or session) for watchkeeper's database in pgbouncer.ini: "
                 "watchkeeper needs transactions.") from exc
         raise DatabaseUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
+    except (asyncpg.exceptions.LockNotAvailableError,
+            asyncpg.exceptions.QueryCanceledError) as exc:
+        setting = ("lock_timeout" if isinstance(exc, asyncpg.exceptions.LockNotAvailableError)
+                   else "statement_timeout")
+        raise LockStall(f"{what}: {exc} ({setting})", setting) from exc
     except asyncpg.PostgresError as exc:
         raise StoreError(f"{what}: {exc}") from exc
 
@@ -305,7 +318,8 @@ class Database:
     async def opening(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
                       max_size: int = 10, migrate: bool = True,
                       pooler: Pooler | str = Pooler.AUTO, retry_base: float = 1.0,
-                      retry_cap: float = 30.0) -> AsyncIterator[Database]:
+                      retry_cap: float = 30.0, timeouts: Timeouts | None = None
+                      ) -> AsyncIterator[Database]:
         """Yield a :class:`Database` at once and open it meanwhile: probe, pool, first
         connection and migrations as :meth:`open` does, each failure for want of the
         server (:class:`DatabaseUnavailable`: refused, reset, terminated backends, a
@@ -321,7 +335,8 @@ class Database:
         check_schema(schema)
         db = cls(None, schema, _pooler(pooler), dsn)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(db._open_retrying, min_size, max_size, migrate, retry_base, retry_cap)
+            tg.start_soon(db._open_retrying, min_size, max_size, migrate, retry_base, retry_cap,
+                          timeouts)
             try:
                 yield db
             finally:
@@ -331,14 +346,14 @@ class Database:
                         await db._pool.close()
 
     async def _open_retrying(self, min_size: int, max_size: int, migrate: bool,
-                             base: float, cap: float) -> None:
+                             base: float, cap: float, timeouts: Timeouts | None) -> None:
         assert self.dsn is not None
         failures = 0
         while True:
             pool: asyncpg.Pool | None = None
             try:
                 pool, found = await _connect(self.dsn, self.schema, min_size, max_size,
-                                             self.pooler)
+                                             self.pooler, timeouts)
                 if migrate:  # before anyone else may use the pool
                     await Database(pool, self.schema, found, self.dsn).migrate()
                 self._pool, self.pooler = pool, found
@@ -363,7 +378,8 @@ class Database:
     @asynccontextmanager
     async def open(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
                    max_size: int = 10, migrate: bool = True,
-                   pooler: Pooler | str = Pooler.AUTO) -> AsyncIterator[Database]:
+                   pooler: Pooler | str = Pooler.AUTO,
+                   timeouts: Timeouts | None = None) -> AsyncIterator[Database]:
         """Connect, optionally apply migrations, yield, and close.
 
         Args:
@@ -374,6 +390,9 @@ class Database:
             pooler: what a connection is on the server (:class:`Pooler` or its value);
                 ``auto`` and ``transaction`` cost one probe connection before the pool
                 is made, ``session`` none.
+            timeouts: ``lock_timeout`` and ``statement_timeout`` of every pooled
+                connection (startup parameters; not behind a transaction pooler, where
+                they are set on the role); migrations run without them.
 
         Raises:
             ConfigError: bad configuration, with the fix in the message: an invalid
@@ -385,7 +404,7 @@ class Database:
                 not resolved, too many connections, starting up or shutting down).
         """
         check_schema(schema)
-        pool, found = await _connect(dsn, schema, min_size, max_size, _pooler(pooler))
+        pool, found = await _connect(dsn, schema, min_size, max_size, _pooler(pooler), timeouts)
         try:
             db = cls(pool, schema, found, dsn)
             if migrate:
@@ -647,8 +666,29 @@ class Connection:
             await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
 
 
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """PostgreSQL's ``lock_timeout`` and ``statement_timeout`` for a pool, seconds (> 0;
+    sent in whole milliseconds, at least 1). A statement past either is cancelled and
+    raises :class:`LockStall`."""
+
+    lock_seconds: float
+    statement_seconds: float
+
+    def __post_init__(self) -> None:
+        if not (self.lock_seconds > 0 and self.statement_seconds > 0):
+            raise ValueError(f"timeouts of {self.lock_seconds} s and {self.statement_seconds} s: "
+                             "give seconds > 0")
+
+    def settings(self) -> dict[str, str]:
+        """The startup parameters: ``{"lock_timeout": "5000ms", ...}``."""
+        return {"lock_timeout": f"{max(1, round(self.lock_seconds * 1000))}ms",
+                "statement_timeout": f"{max(1, round(self.statement_seconds * 1000))}ms"}
+
+
 async def _connect(dsn: str, schema: str, min_size: int, max_size: int,
-                   pooler: Pooler) -> tuple[asyncpg.Pool, Pooler]:
+                   pooler: Pooler, timeouts: Timeouts | None = None
+                   ) -> tuple[asyncpg.Pool, Pooler]:
     """Settle ``pooler`` (a probe unless ``SESSION``), make the pool and its first
     connection; return the pool and what the connections are on the server.
 
@@ -664,7 +704,8 @@ async def _connect(dsn: str, schema: str, min_size: int, max_size: int,
     with _connecting():
         pool = await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, init=init, command_timeout=60,
-            server_settings=None if pooled else server_settings(schema),
+            server_settings=None if pooled else {
+                **server_settings(schema), **(timeouts.settings() if timeouts else {})},
             statement_cache_size=0 if pooled else 100,  # asyncpg's default
         )
     assert pool is not None
@@ -800,11 +841,17 @@ async def _migration_lock(conn: Connection, key: int, *, pooled: bool) -> AsyncI
             await conn.execute("migration_xact_lock", key)
             yield
         return
-    await conn.execute("migration_lock", key)
+    # a migration may wait for another process's migration, and take its time: not under
+    # the pool's lock_timeout and statement_timeout (restored to them after)
+    await conn.execute("migration_timeouts_off")
     try:
-        yield
+        await conn.execute("migration_lock", key)
+        try:
+            yield
+        finally:
+            await conn.execute("migration_unlock", key)
     finally:
-        await conn.execute("migration_unlock", key)
+        await conn.execute("migration_timeouts_reset")
 
 
 async def _ensure_schema(conn: Connection, schema: str) -> None:

@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from ._manual import trigger_now as trigger_now
     from ._operations import database_clock as database_clock
     from ._operations import database_server as database_server
+    from ._operations import database_timeouts as database_timeouts
     from ._operations import keep_database_clock as keep_database_clock
     from ._operations import supervisor_config as supervisor_config
     from ._operations import tick_once as tick_once
@@ -167,7 +168,7 @@ __all__ = [
     "authenticate_bearer", "create_key", "KeyKind", "list_keys", "NewKey",
     "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
     "trigger_now", "TriggerResult", "database_clock", "database_server",
-    "keep_database_clock", "supervisor_config", "tick_once",
+    "database_timeouts", "keep_database_clock", "supervisor_config", "tick_once",
     "SESSION_SECONDS", "PageSession", "close_page_session", "open_page_session",
     "page_session_principal",
     "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
@@ -217,7 +218,8 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "TriggerResult", "review", "trigger_now",
     ),
     "._operations": (
-        "database_clock", "database_server", "keep_database_clock", "supervisor_config",
+        "database_clock", "database_server", "database_timeouts", "keep_database_clock",
+        "supervisor_config",
         "tick_once",
     ),
     "._page_sessions": (

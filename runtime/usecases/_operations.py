@@ -25,10 +25,11 @@ from ..engine._supervisor import (
     make_dispatcher,
 )
 from ..engine._worker import Worker
-from ..store._db import Database
+from ..store._db import Database, Timeouts
 from ..store._embedded import embedded_postgres
 
-__all__ = ["database_clock", "database_server", "keep_database_clock", "supervisor_config",
+__all__ = ["database_clock", "database_server", "database_timeouts", "keep_database_clock",
+           "supervisor_config",
            "tick_once"]
 
 POLL_PASS = 200
@@ -79,6 +80,12 @@ def database_server(settings: Settings) -> Iterator[str]:
     else:
         with embedded_postgres(settings.home) as dsn:
             yield dsn
+
+
+def database_timeouts(settings: Settings) -> Timeouts:
+    """The pool's ``lock_timeout`` and ``statement_timeout`` from the settings
+    (``WATCHKEEPER_LOCK_TIMEOUT``, ``WATCHKEEPER_STATEMENT_TIMEOUT``, seconds)."""
+    return Timeouts(settings.lock_timeout, settings.statement_timeout)
 
 
 def supervisor_config(settings: Settings, *, workers: int | None = None,

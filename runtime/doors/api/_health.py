@@ -22,7 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from watchkeeper.runtime import Supervisor, SupervisorStatistics
+from watchkeeper.runtime import Supervisor, SupervisorStatistics, WatchkeeperError
 from watchkeeper.runtime import usecases as uc
 
 from ._deps import Svc
@@ -41,7 +41,9 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", summary="Ready", responses={503: {"description": "Not ready, with why"}})
 async def readyz(svc: Svc, request: Request) -> Response:
     """Database reachable, migrations current, this host's clock within the skew budget
-    of PostgreSQL's; else 503 with the reasons. With a supervisor in this process,
+    of PostgreSQL's; else 503 with the reasons. With a supervisor in this process, a
+    loop stalled on a lock (``lock_timeout`` / ``statement_timeout``) answers 503,
+    status ``degraded``, with ``checks.locks`` naming the loops and why;
     ``wake`` says how it learns of new work besides its due instants: ``notify``
     (LISTEN/NOTIFY), ``connecting``, or ``polling every N s: <why>`` (behind a
     transaction pooler, say) — informative, never a reason to be unready."""
@@ -50,9 +52,15 @@ async def readyz(svc: Svc, request: Request) -> Response:
                             "checks": ready.checks,
                             "clock_offset_seconds": ready.clock_offset_seconds}
     supervisor: Supervisor | None = getattr(request.app.state, "supervisor", None)
+    ok = ready.ready
     if supervisor is not None:
-        body["wake"] = supervisor.statistics().wake
-    return JSONResponse(body, status_code=200 if ready.ready else 503,
+        stats = supervisor.statistics()
+        body["wake"] = stats.wake
+        if stats.stalled:  # degraded: another session holds a lock the loops need
+            body["checks"]["locks"] = "stalled: " + "; ".join(sorted(stats.stalled.values()))
+            body["status"] = "degraded" if ok else body["status"]
+            ok = False
+    return JSONResponse(body, status_code=200 if ok else 503,
                         headers={"Cache-Control": "no-store"})
 
 
@@ -90,8 +98,13 @@ def _supervisor_families(stats: SupervisorStatistics) -> list[Metric]:
                                      "process's outbox.", labels=["outcome"])
     for outcome, count in sorted(stats.delivery_outcomes.items()):
         deliveries.add_metric([outcome], count)
+    stalls = CounterMetricFamily("watchkeeper_lock_stalls", "Statements of this process's "
+                                 "supervisor cancelled by lock_timeout or statement_timeout "
+                                 "(retried: nothing lost).", labels=["loop"])
+    for loop, count in sorted(stats.lock_stalls.items()):
+        stalls.add_metric([loop], count)
     return [
-        ticks, decisions, polls, runs, deliveries,
+        ticks, decisions, polls, runs, deliveries, stalls,
         CounterMetricFamily("watchkeeper_lease_takeovers", "Expired leases this process's "
                             "workers took over.", value=stats.takeovers),
         CounterMetricFamily("watchkeeper_stale_rejections", "Runs rejected because their "
@@ -135,8 +148,13 @@ async def _database_families(svc: Any) -> list[Metric]:
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response,
             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
 async def metrics(svc: Svc, request: Request) -> Response:
-    """The Prometheus exposition format (text 0.0.4)."""
-    families = await _database_families(svc)
+    """The Prometheus exposition format (text 0.0.4). While the database is unreachable
+    or a lock stalls its reads, the gauges read from it are left out and this
+    process's counters still answer (when they matter most)."""
+    try:
+        families = await _database_families(svc)
+    except WatchkeeperError:
+        families = []
     supervisor: Supervisor | None = getattr(request.app.state, "supervisor", None)
     if supervisor is not None:
         families += _supervisor_families(supervisor.statistics())

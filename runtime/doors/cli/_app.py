@@ -172,7 +172,7 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
     import anyio
 
     from watchkeeper.runtime import Database
-    from watchkeeper.runtime.usecases import database_server
+    from watchkeeper.runtime.usecases import database_server, database_timeouts
 
     config = settings()
     try:
@@ -181,7 +181,8 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
             async def run() -> T:
                 opener = Database.opening if wait else Database.open
                 async with opener(dsn, schema=config.schema, migrate=migrate,
-                                  pooler=config.pooler) as db:
+                                  pooler=config.pooler,
+                                  timeouts=database_timeouts(config)) as db:
                     return await fn(db, config)
 
             return anyio.run(run)

@@ -1,6 +1,17 @@
 -- Every runtime statement, by name. Loaded once by runtime._db.load_queries.
 -- Instants ($n::timestamptz) come from the caller's injected clock, never now().
 
+-- name: migration_timeouts_off
+-- Migrations wait for each other and may take long: not under the pool's timeouts.
+SELECT set_config('lock_timeout', '0', false), set_config('statement_timeout', '0', false);
+
+-- name: migration_timeouts_reset
+-- Back to the session's own values (its startup parameters), as RESET would.
+SELECT set_config('lock_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'lock_timeout'),
+                  false),
+       set_config('statement_timeout',
+                  (SELECT reset_val FROM pg_settings WHERE name = 'statement_timeout'), false);
+
 -- name: migration_lock
 SELECT pg_advisory_lock($1::bigint);
 
