@@ -39,6 +39,7 @@ from watchkeeper.runtime.engine._agents import AgentCatalog, AgentContext, Agent
 from watchkeeper.runtime.engine._clock import SkewedClock, SystemClock
 from watchkeeper.runtime.engine._supervisor import Supervisor, SupervisorConfig
 from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.store._sealing import SETTING, Keyring
 from watchkeeper.sources import CallableSource, SourceRegistry
 
 
@@ -103,7 +104,9 @@ async def main(args: argparse.Namespace) -> None:
                               lease_seconds=args.lease, tick_seconds=0.5, poll_seconds=0.5,
                               heartbeat_seconds=2.0, skew_check_seconds=2.0,
                               drain_seconds=2.0, webhook_timeout=5.0, retry_base=0.5)
-    async with Database.open(args.dsn, migrate=False) as db:
+    keyring = Keyring.load(os.environ.get(SETTING), Path(args.home))  # the harness sets it
+    # opened in the background, retried while the database is away (as `watchkeeper run`)
+    async with Database.opening(args.dsn, migrate=False, keyring=keyring) as db:
         supervisor = Supervisor(db, clock, config, agents=catalog, sources=sources)
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow_offset, clock, Path(args.offset_file))

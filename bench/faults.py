@@ -83,6 +83,7 @@ from watchkeeper.outbox import Receiver, serve  # noqa: E402
 from watchkeeper.runtime.engine._clock import SystemClock  # noqa: E402
 from watchkeeper.runtime.store import _embedded  # noqa: E402
 from watchkeeper.runtime.store._db import Database  # noqa: E402
+from watchkeeper.runtime.store._sealing import SETTING, Keyring  # noqa: E402
 from watchkeeper.runtime.usecases import add_endpoint, add_user, authenticate, confirm, propose  # noqa: E402
 from watchkeeper.triggers import parse_spec  # noqa: E402
 
@@ -418,7 +419,10 @@ async def run(server: str, args: argparse.Namespace, embedded: Path | None) -> i
     began = time.monotonic()
     try:
         async with serve(receiver) as url, PgProxy(dsn) as proxy:
-            async with Database.open(dsn) as db:  # migrates
+            # one key for the run: the supervisors inherit it through the environment
+            os.environ[SETTING] = os.environ.get(SETTING) or Keyring.generate()
+            keyring = Keyring.load(os.environ[SETTING], work)
+            async with Database.open(dsn, keyring=keyring) as db:  # migrates
                 receiver.secrets = (await define(db, args, url),)
             h = Harness(args, dsn, work, proxy, receiver, embedded)
             for i in range(args.supervisors):

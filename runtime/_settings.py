@@ -30,6 +30,9 @@ variable                        meaning                                  default
 ``WATCHKEEPER_DRAIN_SECONDS``   on SIGTERM, how long runs in flight may  30
                                 finish before they are interrupted and
                                 their tasks released
+``WATCHKEEPER_SECRET_KEY``      the key webhook secrets are sealed under unset:
+                                (URL-safe base64 of 32 bytes; several,   <home>/
+                                comma-separated: the first seals)        secret.key
 ``WATCHKEEPER_LOCK_TIMEOUT``    seconds a statement may wait for a lock  5
                                 another session holds (lock_timeout)
 ``WATCHKEEPER_STATEMENT_TIMEOUT`` seconds a statement may run            30
@@ -46,7 +49,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from watchkeeper.triggers import MAX_UNITS_TEXT, SpecError, define_units
@@ -82,6 +85,7 @@ class Settings(BaseSettings):
     delivery_max_age: float = Field(default=86400.0, gt=0)
     webhook_timeout: float = Field(default=10.0, gt=0, le=30)
     drain_seconds: float = 30.0
+    secret_key: SecretStr | None = None
     lock_timeout: float = Field(default=5.0, gt=0, le=3600)
     statement_timeout: float = Field(default=30.0, gt=0, le=86400)
     units_file: Path | None = None

@@ -8,9 +8,13 @@ from typing import Any
 
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.store._sealing import Keyring
 from watchkeeper.runtime.usecases import UserPrincipal, add_user, authenticate, confirm, propose
 from watchkeeper.triggers import parse_spec
 from watchkeeper.triggers._spec import DEFAULT_MIN_INTERVAL
+
+TEST_KEYRING = Keyring([bytes(range(32))], source="the tests' key")
+"""The key the tests' databases seal webhook secrets under (conftest's ``db``)."""
 
 
 def utc(text: str) -> datetime:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from _helpers import TEST_KEYRING
 from _pgproxy import PgProxy
 
 from watchkeeper.runtime.engine._clock import FakeClock
@@ -106,8 +107,10 @@ async def fresh_dsn(server_dsn: str) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def db(db_dsn: str) -> AsyncIterator[Database]:
-    """An open :class:`Database` on the test's fresh database."""
-    async with Database.open(db_dsn, migrate=False, max_size=8) as database:
+    """An open :class:`Database` on the test's fresh database (webhook secrets sealed
+    under :data:`TEST_KEYRING`)."""
+    async with Database.open(db_dsn, migrate=False, max_size=8,
+                             keyring=TEST_KEYRING) as database:
         yield database
 
 

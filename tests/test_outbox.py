@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _helpers import confirmed, owner, utc
+from _helpers import TEST_KEYRING, confirmed, owner, utc
 from _pgproxy import Fault, PgProxy
 
 from watchkeeper.outbox import (
@@ -170,7 +170,8 @@ async def test_a_lost_delivered_mark_resends_under_the_same_id(world: World, db_
     the next pass resends with the same webhook-id; the receiver shows one notification;
     the row ends delivered with attempts = 2; the agent ran once."""
     await world.reports(1)
-    async with PgProxy(db_dsn) as proxy, Database.open(proxy.dsn, migrate=False) as through:
+    async with PgProxy(db_dsn) as proxy, Database.open(proxy.dsn, migrate=False,
+                                                       keyring=TEST_KEYRING) as through:
         dispatcher = world.dispatcher(through, lease_seconds=60)
         proxy.arm(Fault.DROP_COMMIT)
         with pytest.raises(DatabaseUnavailable):
@@ -293,7 +294,7 @@ async def test_retry_after_is_honoured(world: World) -> None:
 async def test_two_dispatchers_never_send_one_row_twice(world: World, db_dsn: str) -> None:
     """Two dispatchers on two pools drain 100 deliveries concurrently: one request each."""
     await world.reports(100)
-    async with Database.open(db_dsn, migrate=False) as other:
+    async with Database.open(db_dsn, migrate=False, keyring=TEST_KEYRING) as other:
         first, second = world.dispatcher(owner="a"), world.dispatcher(other, owner="b")
         async with anyio.create_task_group() as tg:
             for dispatcher in (first, second):

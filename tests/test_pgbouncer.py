@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote, urlsplit
 import anyio
 import asyncpg
 import pytest
-from _helpers import confirmed, owner, utc
+from _helpers import TEST_KEYRING, confirmed, owner, utc
 from _pgproxy import Fault, PgProxy, Upstream
 
 from watchkeeper.outbox import Receiver, serve
@@ -189,7 +189,8 @@ async def test_a_supervisor_through_pgbouncer_migrates_admits_runs_and_delivers(
     receiver = Receiver((), now=clock.now)
     spec = {"trigger": {"type": "interval", "every": 60},
             "delivery": [{"channel": "webhook", "destination": "ops"}]}
-    async with serve(receiver) as url, Database.open(through, max_size=10) as db:
+    async with serve(receiver) as url, Database.open(through, max_size=10,
+                                                     keyring=TEST_KEYRING) as db:
         assert db.pooler is Pooler.TRANSACTION
         me = await owner(db, clock)
         receiver.secrets = (await add_endpoint(db, clock, "acme", "ops", url),)

@@ -10,7 +10,9 @@ from typing import Any
 from watchkeeper.outbox import DeliveryFailed, Endpoint, Notice, Outcome, Preferences
 from watchkeeper.triggers import Importance, format_utc
 
+from .._errors import ConfigError
 from ..store._db import Database
+from ..store._sealing import SealedSecret
 from ._clock import Clock
 
 __all__ = ["NOT_RUN_EVENT", "PgDeliveryStore", "not_run_payload"]
@@ -79,13 +81,28 @@ class PgDeliveryStore:
         """The tenant's webhook endpoint ``name`` with its active secrets.
 
         Raises:
-            DeliveryFailed: (permanent) no such endpoint.
+            DeliveryFailed: (permanent) no such endpoint; (retryable) a secret sealed
+                under a key this process does not hold (it is logged, and retried:
+                restart the process with the key).
         """
         row = await self.db.fetchrow("webhook_endpoint_get", tenant_id, name, self.clock.now())
         if row is None:
             raise DeliveryFailed(f"tenant {tenant_id} has no webhook endpoint named {name!r}",
                                  retryable=False)
-        return Endpoint(row["url"], tuple(row["secrets"]))
+        secrets: list[str] = []
+        for sealed, data_key, key, clear in zip(row["sealed"] or (), row["data_keys"] or (),
+                                                row["key_ids"] or (), row["clear"] or (),
+                                                strict=True):
+            if sealed is None:  # stored before migration 0010, not sealed yet
+                secrets.append(clear)
+                continue
+            try:
+                secrets.append(self.db.sealing_keyring().open(
+                    SealedSecret(bytes(sealed), bytes(data_key), key), tenant_id, name))
+            except ConfigError as exc:  # a key this process lacks: another may hold it
+                raise DeliveryFailed(f"cannot open the signing secret of webhook {name!r}: "
+                                     f"{exc}", retryable=True) from exc
+        return Endpoint(row["url"], tuple(secrets))
 
 
 def _payload(r: Mapping[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from .._errors import (
 )
 from . import _legacy
 from ._config import DEFAULT_SCHEMA, Pooler, check_schema
+from ._sealing import Keyring, SealedSecret
 
 __all__ = ["DEFAULT_SCHEMA", "Database", "JsonText", "Pooler", "StoreError", "Timeouts",
            "check_schema",
@@ -287,6 +288,9 @@ class Database:
         if pool is not None:
             self._opened.set()
         self._why_not_open = "connecting"
+        self.keyring: Keyring | None = None
+        """The keys webhook secrets are sealed under (:mod:`._sealing`); ``None``: this
+        handle cannot store or read a webhook secret."""
         self.schema = schema
         self.pooler = pooler
         """``SESSION`` or ``TRANSACTION``: what :meth:`open` found or was told."""
@@ -318,8 +322,8 @@ class Database:
     async def opening(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
                       max_size: int = 10, migrate: bool = True,
                       pooler: Pooler | str = Pooler.AUTO, retry_base: float = 1.0,
-                      retry_cap: float = 30.0, timeouts: Timeouts | None = None
-                      ) -> AsyncIterator[Database]:
+                      retry_cap: float = 30.0, timeouts: Timeouts | None = None,
+                      keyring: Keyring | None = None) -> AsyncIterator[Database]:
         """Yield a :class:`Database` at once and open it meanwhile: probe, pool, first
         connection and migrations as :meth:`open` does, each failure for want of the
         server (:class:`DatabaseUnavailable`: refused, reset, terminated backends, a
@@ -334,6 +338,7 @@ class Database:
         """
         check_schema(schema)
         db = cls(None, schema, _pooler(pooler), dsn)
+        db.keyring = keyring
         async with anyio.create_task_group() as tg:
             tg.start_soon(db._open_retrying, min_size, max_size, migrate, retry_base, retry_cap,
                           timeouts)
@@ -354,8 +359,12 @@ class Database:
             try:
                 pool, found = await _connect(self.dsn, self.schema, min_size, max_size,
                                              self.pooler, timeouts)
+                ready = Database(pool, self.schema, found, self.dsn)
+                ready.keyring = self.keyring
                 if migrate:  # before anyone else may use the pool
-                    await Database(pool, self.schema, found, self.dsn).migrate()
+                    await ready.migrate()
+                if self.keyring is not None:
+                    await ready.secure_secrets()
                 self._pool, self.pooler = pool, found
             except BaseException as exc:
                 if pool is not None:
@@ -379,7 +388,8 @@ class Database:
     async def open(cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1,
                    max_size: int = 10, migrate: bool = True,
                    pooler: Pooler | str = Pooler.AUTO,
-                   timeouts: Timeouts | None = None) -> AsyncIterator[Database]:
+                   timeouts: Timeouts | None = None,
+                   keyring: Keyring | None = None) -> AsyncIterator[Database]:
         """Connect, optionally apply migrations, yield, and close.
 
         Args:
@@ -393,13 +403,18 @@ class Database:
             timeouts: ``lock_timeout`` and ``statement_timeout`` of every pooled
                 connection (startup parameters; not behind a transaction pooler, where
                 they are set on the role); migrations run without them.
+            keyring: the keys webhook secrets are sealed under; given, every secret
+                still in clear is sealed and every stored one checked to open
+                (:meth:`secure_secrets`) before the block runs.
 
         Raises:
             ConfigError: bad configuration, with the fix in the message: an invalid
                 ``schema`` or ``pooler``, an unparsable DSN, a database that does not
                 exist, a login refused, a role not allowed to connect or to create the
                 schema or its tables, a pooler that drops ``search_path``, a pooler in
-                statement mode, ``track_activities`` off behind a transaction pooler.
+                statement mode, ``track_activities`` off behind a transaction pooler; a
+                ``keyring`` that does not open the stored webhook secrets (naming
+                ``WATCHKEEPER_SECRET_KEY``).
             DatabaseUnavailable: the server cannot be reached (refused, timed out, host
                 not resolved, too many connections, starting up or shutting down).
         """
@@ -407,11 +422,53 @@ class Database:
         pool, found = await _connect(dsn, schema, min_size, max_size, _pooler(pooler), timeouts)
         try:
             db = cls(pool, schema, found, dsn)
+            db.keyring = keyring
             if migrate:
                 await db.migrate()
+            if keyring is not None:
+                await db.secure_secrets()
             yield db
         finally:
             await pool.close()
+
+    async def secure_secrets(self) -> int:
+        """Seal every webhook secret still stored in clear (those of before migration
+        0010) under :attr:`keyring`, then check that the keyring opens a secret of every
+        key that wrapped one; return how many were sealed.
+
+        Raises:
+            ConfigError: no keyring; or one that does not hold a key the stored secrets
+                were sealed under, or cannot open them (:class:`~._sealing.UnknownKey`,
+                naming ``WATCHKEEPER_SECRET_KEY`` and the fix).
+            DatabaseUnavailable: the store failed.
+        """
+        keyring = self.sealing_keyring()
+        async with self.transaction() as tx:
+            rows = await tx.fetch("webhook_secrets_unsealed")
+            for r in rows:
+                box = keyring.seal(r["secret"], r["tenant_id"], r["endpoint"])
+                await tx.execute("webhook_secret_seal", r["tenant_id"], r["endpoint"],
+                                 r["secret_id"], box.sealed, box.data_key, box.key_id)
+        if rows:
+            log.info("sealed %d webhook secret(s) stored in clear under key %s", len(rows),
+                     keyring.current_id)
+        for r in await self.fetch("webhook_secret_keys"):
+            keyring.open(SealedSecret(bytes(r["sealed"]), bytes(r["data_key"]), r["key_id"]),
+                         r["tenant_id"], r["endpoint"])
+        return len(rows)
+
+    def sealing_keyring(self) -> Keyring:
+        """:attr:`keyring`.
+
+        Raises:
+            ConfigError: this handle has none (opened without ``keyring``).
+        """
+        if self.keyring is None:
+            raise ConfigError(
+                "this database handle holds no key to seal or open webhook secrets with. "
+                "Fix: open it with keyring=Keyring.load(settings.secret_key, settings.home) "
+                "(WATCHKEEPER_SECRET_KEY, or the key file under WATCHKEEPER_HOME).")
+        return self.keyring
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations to :attr:`schema` under its advisory lock; return
@@ -590,9 +647,9 @@ class Connection:
         Raises:
             CommitOutcomeUnknown: the connection failed while COMMIT was in flight.
         """
-        outermost = not self.raw.is_in_transaction()
-        tx = self.raw.transaction()
-        with translated("begin"):
+        with translated("begin"):  # a proxy asyncpg detached refuses even this
+            outermost = not self.raw.is_in_transaction()
+            tx = self.raw.transaction()
             await tx.start()
         try:
             if outermost and self._path is not None:
@@ -606,7 +663,8 @@ class Connection:
                 with translated("rollback"):
                     await tx.rollback()
             raise
-        pid = self.raw.get_server_pid()
+        with translated("commit"):  # not sent yet: a detached proxy means rolled back
+            pid = self.raw.get_server_pid()
         backend_start, started = _BACKENDS.get(pid), None
         if self._xact is not None:
             (pid, started), backend_start = self._xact, None

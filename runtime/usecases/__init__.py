@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from ._operations import database_server as database_server
     from ._operations import database_timeouts as database_timeouts
     from ._operations import keep_database_clock as keep_database_clock
+    from ._operations import secret_keyring as secret_keyring
     from ._operations import supervisor_config as supervisor_config
     from ._operations import tick_once as tick_once
     from ._page_sessions import SESSION_SECONDS as SESSION_SECONDS
@@ -147,12 +148,14 @@ if TYPE_CHECKING:
     from ._status import supervisors as supervisors
     from ._status import tenant_status as tenant_status
     from ._status import unclaimable_tasks as unclaimable_tasks
+    from ._webhooks import RotatedKey as RotatedKey
     from ._webhooks import add_endpoint as add_endpoint
     from ._webhooks import check_secret as check_secret
     from ._webhooks import list_endpoints as list_endpoints
     from ._webhooks import new_secret as new_secret
     from ._webhooks import remove_endpoint as remove_endpoint
     from ._webhooks import rotate_secret as rotate_secret
+    from ._webhooks import rotate_secret_key as rotate_secret_key
 
 __all__ = [
     "ReportSpending", "UsageTotals",
@@ -168,7 +171,8 @@ __all__ = [
     "authenticate_bearer", "create_key", "KeyKind", "list_keys", "NewKey",
     "OperatorPrincipal", "Principal", "revoke_key", "TickPrincipal", "review",
     "trigger_now", "TriggerResult", "database_clock", "database_server",
-    "database_timeouts", "keep_database_clock", "supervisor_config", "tick_once",
+    "database_timeouts", "keep_database_clock", "secret_keyring", "supervisor_config",
+    "tick_once",
     "SESSION_SECONDS", "PageSession", "close_page_session", "open_page_session",
     "page_session_principal",
     "PollCursor", "polls", "PollsPage", "PollsQuery", "require_definition", "CHANNELS",
@@ -183,7 +187,7 @@ __all__ = [
     "supervisors", "SupervisorState", "tenant_status", "TenantStatus", "unclaimable_tasks",
     "UnclaimableTask",
     "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
-    "rotate_secret",
+    "rotate_secret", "RotatedKey", "rotate_secret_key",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {
@@ -219,7 +223,7 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     ),
     "._operations": (
         "database_clock", "database_server", "database_timeouts", "keep_database_clock",
-        "supervisor_config",
+        "secret_keyring", "supervisor_config",
         "tick_once",
     ),
     "._page_sessions": (
@@ -259,7 +263,7 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "unclaimable_tasks",
     ),
     "._webhooks": (
-        "add_endpoint", "check_secret", "list_endpoints", "new_secret", "remove_endpoint",
-        "rotate_secret",
+        "RotatedKey", "add_endpoint", "check_secret", "list_endpoints", "new_secret",
+        "remove_endpoint", "rotate_secret", "rotate_secret_key",
     ),
 })

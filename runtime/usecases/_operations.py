@@ -27,9 +27,10 @@ from ..engine._supervisor import (
 from ..engine._worker import Worker
 from ..store._db import Database, Timeouts
 from ..store._embedded import embedded_postgres
+from ..store._sealing import Keyring
 
 __all__ = ["database_clock", "database_server", "database_timeouts", "keep_database_clock",
-           "supervisor_config",
+           "secret_keyring", "supervisor_config",
            "tick_once"]
 
 POLL_PASS = 200
@@ -80,6 +81,17 @@ def database_server(settings: Settings) -> Iterator[str]:
     else:
         with embedded_postgres(settings.home) as dsn:
             yield dsn
+
+
+def secret_keyring(settings: Settings) -> Keyring:
+    """The keys webhook secrets are sealed under: ``WATCHKEEPER_SECRET_KEY``, or the key
+    file ``<WATCHKEEPER_HOME>/secret.key`` (created 0600 with a new key on first start).
+
+    Raises:
+        ConfigError: the setting or the file holds no key, or the file cannot be made.
+    """
+    value = settings.secret_key.get_secret_value() if settings.secret_key else None
+    return Keyring.load(value, settings.home)
 
 
 def database_timeouts(settings: Settings) -> Timeouts:

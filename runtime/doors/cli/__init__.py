@@ -39,7 +39,7 @@ COMMANDS = {
     "_definitions": ("preview", "propose", "confirm", "pause", "resume", "cancel", "trigger",
                      "review", "register"),
     "_mcp": ("mcp",),
-    "_outbox": ("deliveries", "redeliver", "receiver", "webhooks", "prefs"),
+    "_outbox": ("deliveries", "redeliver", "receiver", "webhooks", "prefs", "secrets"),
     "_running": ("run", "tick", "replay", "demo", "db", "replays"),
     "_serve": ("serve", "keys"),
     "_views": ("status", "list", "show", "report", "history", "polls", "users"),

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_ID", "MAX_REVISION", "StdoutClosed", "app", "db_app", "emit_json", "err",
            "exit_code", "fail_input", "fail_json", "first_leaf", "instant", "keys_app", "options", "out",
-           "prefs_app", "replays_app", "series_error", "settings", "users_app", "webhooks_app",
+           "prefs_app", "replays_app", "secrets_app", "series_error", "settings", "users_app",
+           "webhooks_app",
            "with_db", "write"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -57,7 +58,10 @@ app.add_typer(db_app, name="db")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(prefs_app, name="prefs")
 app.add_typer(replays_app, name="replays")
+secrets_app = typer.Typer(no_args_is_help=True,
+                          help="The key webhook signing secrets are sealed under.")
 app.add_typer(keys_app, name="keys")
+app.add_typer(secrets_app, name="secrets")
 
 class StdoutClosed(Exception):
     """The reader of stdout went away (``| head``): a clean end, not a failure."""
@@ -172,7 +176,7 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
     import anyio
 
     from watchkeeper.runtime import Database
-    from watchkeeper.runtime.usecases import database_server, database_timeouts
+    from watchkeeper.runtime.usecases import database_server, database_timeouts, secret_keyring
 
     config = settings()
     try:
@@ -181,8 +185,8 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
             async def run() -> T:
                 opener = Database.opening if wait else Database.open
                 async with opener(dsn, schema=config.schema, migrate=migrate,
-                                  pooler=config.pooler,
-                                  timeouts=database_timeouts(config)) as db:
+                                  pooler=config.pooler, timeouts=database_timeouts(config),
+                                  keyring=secret_keyring(config) if migrate else None) as db:
                     return await fn(db, config)
 
             return anyio.run(run)

@@ -20,6 +20,7 @@ from ._app import (
     options,
     out,
     prefs_app,
+    secrets_app,
     webhooks_app,
     with_db,
     write,
@@ -57,6 +58,26 @@ def webhooks_rotate(tenant: str, name: str,
     err.print(f"new signing secret for {tenant}/{name} (shown once, on stdout); the old one expires in "
               f"{overlap:g} h:")
     write(secret + "\n")
+
+
+@secrets_app.command("rotate-key")
+def secrets_rotate_key() -> None:
+    """Re-seal every webhook signing secret under a new key (the data keys are re-wrapped
+    in one transaction). With the key file (WATCHKEEPER_SECRET_KEY unset), the new key
+    replaces it, and running processes pick it up at the next secret they open; with
+    WATCHKEEPER_SECRET_KEY, the new key is printed once on stdout: set it there and
+    restart the processes (until then they cannot sign; their notices are retried)."""
+    async def run(db: Database, _: Settings) -> uc.RotatedKey:
+        return await uc.rotate_secret_key(db)
+    done = with_db(run)
+    err.print(f"{done.secrets} webhook secret(s) re-sealed: key {done.old_key_id} -> "
+              f"{done.new_key_id}")
+    if done.key is None:
+        err.print(f"the new key replaced the key file {done.path}")
+        return
+    err.print("the new key (shown once, on stdout): set WATCHKEEPER_SECRET_KEY to it, then "
+              "restart every watchkeeper process")
+    write(done.key + "\n")
 
 
 @webhooks_app.command("list")

@@ -950,12 +950,20 @@ FROM unnest($1::text[], $2::uuid[], $3::integer[], $4::text[], $5::timestamptz[]
             $7::integer[], $8::text[]) AS i;
 
 -- name: webhook_endpoint_get
-SELECT e.url,
-       array(SELECT s.secret FROM webhook_secrets s
-             WHERE s.tenant_id = e.tenant_id AND s.endpoint = e.name
-               AND (s.expires_at IS NULL OR s.expires_at > $3)
-             ORDER BY s.secret_id DESC) AS secrets
-FROM webhook_endpoints e WHERE e.tenant_id = $1 AND e.name = $2;
+-- The endpoint and its secrets signing at $3, newest first: sealed (with the wrapped data
+-- key and the key's id), or, for a row no process has sealed yet, in clear.
+SELECT e.url, s.sealed, s.data_keys, s.key_ids, s.clear
+FROM webhook_endpoints e
+LEFT JOIN LATERAL (
+    SELECT array_agg(x.sealed ORDER BY x.secret_id DESC) AS sealed,
+           array_agg(x.data_key ORDER BY x.secret_id DESC) AS data_keys,
+           array_agg(x.key_id ORDER BY x.secret_id DESC) AS key_ids,
+           array_agg(x.secret ORDER BY x.secret_id DESC) AS clear
+    FROM webhook_secrets x
+    WHERE x.tenant_id = e.tenant_id AND x.endpoint = e.name
+      AND (x.expires_at IS NULL OR x.expires_at > $3)
+) s ON true
+WHERE e.tenant_id = $1 AND e.name = $2;
 
 -- name: webhook_endpoint_insert
 INSERT INTO webhook_endpoints (tenant_id, name, url, created_at) VALUES ($1, $2, $3, $4)
@@ -963,7 +971,38 @@ ON CONFLICT DO NOTHING
 RETURNING name;
 
 -- name: webhook_secret_insert
-INSERT INTO webhook_secrets (tenant_id, endpoint, secret, created_at) VALUES ($1, $2, $3, $4);
+INSERT INTO webhook_secrets (tenant_id, endpoint, sealed, data_key, key_id, created_at)
+VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: webhook_secrets_unsealed
+-- Secrets still in clear (stored before migration 0010), locked for sealing.
+SELECT tenant_id, endpoint, secret_id, secret FROM webhook_secrets
+WHERE sealed IS NULL
+ORDER BY tenant_id, endpoint, secret_id
+FOR UPDATE SKIP LOCKED;
+
+-- name: webhook_secret_seal
+UPDATE webhook_secrets SET sealed = $4, data_key = $5, key_id = $6, secret = NULL
+WHERE tenant_id = $1 AND endpoint = $2 AND secret_id = $3 AND sealed IS NULL;
+
+-- name: webhook_secret_keys
+-- Each key that wrapped a stored secret, how many, and one of them to try.
+SELECT DISTINCT ON (key_id) key_id, count(*) OVER (PARTITION BY key_id) AS secrets,
+       tenant_id, endpoint, sealed, data_key
+FROM webhook_secrets
+WHERE sealed IS NOT NULL
+ORDER BY key_id, secret_id;
+
+-- name: webhook_secrets_sealed_locked
+-- Every sealed secret, locked for re-wrapping under a new key.
+SELECT tenant_id, endpoint, secret_id, sealed, data_key, key_id FROM webhook_secrets
+WHERE sealed IS NOT NULL
+ORDER BY tenant_id, endpoint, secret_id
+FOR UPDATE;
+
+-- name: webhook_secret_rewrap
+UPDATE webhook_secrets SET data_key = $4, key_id = $5
+WHERE tenant_id = $1 AND endpoint = $2 AND secret_id = $3;
 
 -- name: webhook_secrets_expire
 -- Rotation: the current secrets keep signing until $3, then only the new one does.
