@@ -4,6 +4,9 @@
 variable                        meaning                                  default
 =============================== ======================================== =========
 ``DATABASE_URL``                PostgreSQL DSN; unset: embedded server   unset
+``DATABASE_READ_URL``           a hot standby of it: ``serve``'s history, unset
+                                reports, page and MCP reads go there
+                                (the primary when it is unreachable)
 ``WATCHKEEPER_HOME``            data dir: embedded PostgreSQL, file      user data
                                 deliveries, artifacts                    dir
 ``WATCHKEEPER_SCHEMA``          the PostgreSQL schema of every table     watchkeeper
@@ -67,6 +70,9 @@ class Settings(BaseSettings):
 
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "WATCHKEEPER_DATABASE_URL"))
+    database_read_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_READ_URL", "WATCHKEEPER_DATABASE_READ_URL"))
     home: Path = Field(default_factory=default_home)
     # Not named ``schema``, which would shadow BaseModel.schema (a pydantic warning); the
     # one alias is the variable's full name (an alias is also read as an environment
@@ -145,7 +151,7 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for problem in exc.errors():
             name = str(problem["loc"][0]).upper() if problem["loc"] else "SETTINGS"
-            if not name.startswith(("WATCHKEEPER_", "DATABASE_URL")):
+            if not name.startswith(("WATCHKEEPER_", "DATABASE_URL", "DATABASE_READ_URL")):
                 name = f"WATCHKEEPER_{name.rstrip('_')}"
             message = str(problem["msg"]).removeprefix("Value error, ").rstrip(".")
             fix = "" if "Fix:" in message else f". Fix: set {name} to a valid value or unset it."

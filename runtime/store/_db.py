@@ -296,6 +296,10 @@ class Database:
         """``SESSION`` or ``TRANSACTION``: what :meth:`open` found or was told."""
         self.dsn = dsn
         """The DSN the pool connects with (for :meth:`listening`'s own connection)."""
+        self.standby: Any = None
+        """The hot standby the use cases send reads to (:class:`._standby.Standby`,
+        attached for ``DATABASE_READ_URL``), or ``None``: every statement here still goes
+        to this pool."""
 
     @property
     def pool(self) -> asyncpg.Pool:

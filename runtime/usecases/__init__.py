@@ -8,7 +8,8 @@ who may act, what a status means, which filter applies before a limit — lives 
 Modules: principals and tokens (``_principals``); propose / confirm / pause / resume /
 cancel (``_definitions``) and their read models (``_definition_views``); trigger-now and
 review (``_manual``); history and reports (``_history``); a condition's poll timeline
-(``_polls``); the checks every door applies to its input (``_input``); the report's
+(``_polls``); which server a read goes to, the hot standby or the primary (``_reads``);
+the checks every door applies to its input (``_input``); the report's
 spending shape every door shows (``_report_models``);
 supervisors, the tasks none of them can take and the outbox backlog
 (``_status``); deliveries and
@@ -124,6 +125,11 @@ if TYPE_CHECKING:
     from ._proposals import describe as describe
     from ._proposals import preview_spec as preview_spec
     from ._proposals import propose_spec as propose_spec
+    from ._reads import ReadNote as ReadNote
+    from ._reads import ReadSource as ReadSource
+    from ._reads import current_reads as current_reads
+    from ._reads import noting_reads as noting_reads
+    from ._reads import read_standby as read_standby
     from ._replay import ReplayDefinition as ReplayDefinition
     from ._replay import ReplaySummary as ReplaySummary
     from ._replay import load_replay_definitions as load_replay_definitions
@@ -181,6 +187,7 @@ __all__ = [
     "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
     "UserPrincipal", "describe", "preview_spec", "ProposalView", "propose_spec",
     "checked_proposal",
+    "ReadNote", "ReadSource", "current_reads", "noting_reads", "read_standby",
     "load_replay_definitions", "prune_replays", "remove_replay", "replay", "replay_window",
     "ReplayDefinition", "ReplaySummary", "load_data", "load_registrations", "load_spec", "load_spec_data",
     "DELIVERY_STATUSES", "DeploymentStatus", "Readiness", "readiness", "status",
@@ -246,6 +253,9 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     ),
     "._proposals": (
         "ProposalView", "checked_proposal", "describe", "preview_spec", "propose_spec",
+    ),
+    "._reads": (
+        "ReadNote", "ReadSource", "current_reads", "noting_reads", "read_standby",
     ),
     "._replay": (
         "ReplayDefinition", "ReplaySummary", "load_replay_definitions", "prune_replays",

@@ -22,6 +22,7 @@ from ._definitions import Proposal
 from ._input import check_identifiers
 from ._keys import Principal
 from ._proposals import PREVIEW_COUNT, ProposalView, describe, preview_spec
+from ._reads import on_standby
 
 __all__ = ["DefinitionReading", "DefinitionView", "list_definitions", "read_definition",
            "show_definition", "stored_spec"]
@@ -50,8 +51,11 @@ async def list_definitions(db: Database, tenant_id: str | None = None, *,
     at most ``limit`` (all when ``None``): origin, owner, status, fence, latest and
     effective revision, next due time (UTC), slots seen, title, trigger."""
     position = after or (None, None)
-    return [dict(r) for r in await db.fetch("definitions_list", tenant_id, owner_user_id,
-                                            *position, limit)]
+
+    async def read(handle: Database) -> list[dict[str, Any]]:
+        return [dict(r) for r in await handle.fetch("definitions_list", tenant_id,
+                                                    owner_user_id, *position, limit)]
+    return await on_standby(db, read)
 
 
 async def show_definition(db: Database, tenant_id: str, definition_id: str) -> DefinitionView:
@@ -149,6 +153,12 @@ async def read_definition(db: Database, clock: Clock, principal: Principal, defi
         NotFound: no such definition in the principal's tenant (for a user: not theirs).
         Forbidden: the tick secret.
     """
+    return await on_standby(db, lambda handle: _read_definition(handle, clock, principal,
+                                                                definition_id, count))
+
+
+async def _read_definition(db: Database, clock: Clock, principal: Principal,
+                           definition_id: str, count: int) -> DefinitionReading:
     tenant, _ = reading_scope(principal)
     view = await show_definition(db, tenant, definition_id)
     row = view.definition

@@ -20,6 +20,7 @@ from .._errors import NotFound
 from ..store._db import Database
 from ._input import check_identifiers, check_instants
 from ._polls import require_definition
+from ._reads import on_standby
 
 __all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
            "history", "next_step", "report", "shorten", "task_entry"]
@@ -109,6 +110,10 @@ async def history(db: Database, query: HistoryQuery) -> HistoryPage:
             naive or outside :data:`~._input.INSTANT_RANGE`.
         NotFound: ``definition_id`` names no definition visible in ``tenant_id``.
     """
+    return await on_standby(db, lambda handle: _history(handle, query))
+
+
+async def _history(db: Database, query: HistoryQuery) -> HistoryPage:
     check_identifiers({"definition_id": query.definition_id, "user_id": query.user_id})
     check_instants({"since": query.since, "until": query.until})
     if query.status is not None and query.status not in HISTORY_STATUSES:
@@ -252,6 +257,10 @@ async def task_entry(db: Database, tenant_id: str, task_id: int) -> HistoryEntry
     Raises:
         NotFound: no such task in ``tenant_id``.
     """
+    return await on_standby(db, lambda handle: _task_entry(handle, tenant_id, task_id))
+
+
+async def _task_entry(db: Database, tenant_id: str, task_id: int) -> HistoryEntry:
     row = await db.fetchrow("history_task", tenant_id, task_id)
     if row is None:
         raise NotFound(f"no task {tenant_id}/{task_id}")
@@ -270,6 +279,10 @@ async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
     Raises:
         NotFound: the task has no committed report in ``tenant_id`` (or no such task).
     """
+    return await on_standby(db, lambda handle: _report(handle, tenant_id, task_id))
+
+
+async def _report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
     row = await db.fetchrow("report_get", tenant_id, task_id)
     if row is None:
         raise NotFound(f"no report for task {tenant_id}/{task_id}")

@@ -19,6 +19,7 @@ from watchkeeper.triggers import SpecError, format_utc
 from .._errors import NotFound
 from ..store._db import Database
 from ._input import check_identifiers, check_instants
+from ._reads import on_standby
 
 __all__ = ["PollCursor", "PollsPage", "PollsQuery", "polls", "require_definition"]
 
@@ -108,6 +109,10 @@ async def polls(db: Database, query: PollsQuery) -> PollsPage:
             naive or outside :data:`~._input.INSTANT_RANGE`.
         NotFound: an unknown definition id.
     """
+    return await on_standby(db, lambda handle: _polls(handle, query))
+
+
+async def _polls(db: Database, query: PollsQuery) -> PollsPage:
     check_instants({"since": query.since})
     if not 1 <= query.limit <= MAX_LIMIT:
         raise SpecError("limit", f"{query.limit} is outside 1..{MAX_LIMIT}.",

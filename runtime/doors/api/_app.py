@@ -17,6 +17,7 @@ from ._deps import Services, plain_input
 from ._guard import RequestGuard
 from ._models import SPEC_MARKER
 from ._problems import Problem, install
+from ._reads import ReadHeaders
 
 __all__ = ["create_app"]
 
@@ -53,6 +54,7 @@ def create_app(services: Services, *, supervisor: Supervisor | None = None,
     app.state.services = services
     app.state.supervisor = supervisor
     install(app)
+    app.add_middleware(ReadHeaders)  # inside the guard: where a read answered, how old
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
     for module in (_definitions, _history, _outbox, _admin, _tick):
         app.include_router(module.router, dependencies=[Depends(plain_input)])

@@ -31,6 +31,7 @@ def mcp_cmd() -> None:
     from watchkeeper.runtime.doors.mcp import serve_stdio  # here: the SDK costs every command 0.3 s
 
     async def run(db: Database, config: Settings) -> None:
-        await serve_stdio(db, await uc.database_clock(db), config,
-                          (config.agent_key or "").strip())
+        async with uc.read_standby(db, config):  # DATABASE_READ_URL: the tools' reads
+            await serve_stdio(db, await uc.database_clock(db), config,
+                              (config.agent_key or "").strip())
     with_db(run)

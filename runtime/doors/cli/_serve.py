@@ -60,6 +60,10 @@ def serve_cmd(
     found = sources_from(sources, series)
 
     async def run(db: Database, config: Settings) -> Supervisor | None:
+        async with uc.read_standby(db, config):  # DATABASE_READ_URL: the doors' reads
+            return await serving(db, config)
+
+    async def serving(db: Database, config: Settings) -> Supervisor | None:
         clock = SystemClock()
         engine = Supervisor(db, clock, uc.supervisor_config(config, workers=workers),
                             registry=registry, agents=catalog, sources=found) if supervisor else None

@@ -35,7 +35,7 @@ from watchkeeper.triggers import SpecError
 
 from ._models import FieldProblem, ToolProblem
 
-__all__ = ["KNOWN", "TYPE_BASE", "answer", "problem_of", "refusal"]
+__all__ = ["KNOWN", "READ_META", "TYPE_BASE", "answer", "problem_of", "read_from", "refusal"]
 
 TYPE_BASE = uc.PROBLEM_TYPE_BASE
 
@@ -62,6 +62,22 @@ def answer(model: BaseModel) -> CallToolResult:
     """A successful result: ``model`` as structured content and as JSON text."""
     data = model.model_dump(mode="json")
     return CallToolResult(content=_text(data), structured_content=data)
+
+
+READ_META = "watchkeeper/read"
+"""The key of ``_meta`` that says where an answer was read (with a read standby)."""
+
+
+def read_from(result: CallToolResult, source: uc.ReadSource | None) -> CallToolResult:
+    """``result`` saying where it was read, when a read standby is configured: in
+    ``_meta`` (``{"watchkeeper/read": {"server", "lag_seconds", "replayed_at",
+    "fallback"}}``) and as a second text item the model reads ("Read from the standby:
+    it may be up to 0.4 s behind the primary."); unchanged when ``source`` is ``None``."""
+    if source is None:
+        return result
+    return result.model_copy(update={
+        "meta": {**(result.meta or {}), READ_META: source.to_json()},
+        "content": [*result.content, TextContent(type="text", text=source.describe())]})
 
 
 def refusal(exc: BaseException) -> CallToolResult:

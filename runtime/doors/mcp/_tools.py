@@ -44,7 +44,7 @@ from ._models import (
     ScheduleOutlook,
     TaskReport,
 )
-from ._results import KNOWN, answer, refusal
+from ._results import KNOWN, answer, read_from, refusal
 
 __all__ = ["SPEC_MARKER", "ArgumentsChecked", "Tools"]
 
@@ -262,12 +262,15 @@ def _entry(entry: uc.HistoryEntry) -> HistoryEntry:
 async def _reply(run: Any, **arguments: Any) -> CallToolResult:
     """``run()``'s model as the answer, or the refusal it raised; first, the text
     ``arguments`` (named as the tool's parameters) pass the doors' shared check (no NUL,
-    no lone surrogate; a ``spec`` is its parser's to check)."""
+    no lone surrogate; a ``spec`` is its parser's to check). With a read standby, an
+    answer says where it was read and how old it may be (:func:`._results.read_from`)."""
     try:
         uc.check_input(arguments)
-        return answer(await run())
+        with uc.noting_reads() as note:
+            result = answer(await run())
     except KNOWN as exc:
         return refusal(exc)
+    return read_from(result, note.source)
 
 
 def _with_spec_schema(tool: Tool) -> Tool:

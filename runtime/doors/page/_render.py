@@ -42,6 +42,7 @@ from watchkeeper.runtime import (
     NotFound,
     WatchkeeperError,
 )
+from watchkeeper.runtime import usecases as uc
 from watchkeeper.triggers import SpecError
 
 __all__ = ["COOKIE", "SIGN_IN_REASONS", "CrossSiteForm", "PageRoute", "SignInRequired", "markdown",
@@ -142,8 +143,11 @@ def safe_next(path: str | None) -> str:
 
 def render(name: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
     """The template ``name`` rendered with ``context`` (``viewer`` defaults to
-    ``None``: the header then offers no sign-out)."""
-    html = _env.get_template(name).render(**{"viewer": None, **context})
+    ``None``: the header then offers no sign-out). With a read standby, ``read`` is where
+    the page's reads were answered and how old they may be (a sentence under the header)."""
+    note = uc.current_reads()
+    read = None if note is None or note.source is None else note.source.describe()
+    html = _env.get_template(name).render(**{"viewer": None, "read": read, **context})
     return HTMLResponse(html, status_code=status_code)
 
 

@@ -1799,3 +1799,19 @@ RETURNING kind;
 -- name: page_sessions_prune
 -- Sessions past their expiry ($1: now) are of no use to anyone.
 DELETE FROM page_sessions WHERE expires_at <= $1;
+
+-- name: read_freshness
+-- On the read standby (DATABASE_READ_URL), before a read: how old its data may be, in
+-- seconds. 0 when it streams from the primary and has replayed all it received (the WAL
+-- receiver's status needs pg_read_all_stats or a superuser; without it this case is not
+-- seen and the next applies); else the time since the last transaction it replayed was
+-- committed on the primary (NULL when it has replayed none since it started); 0 on a
+-- server not in recovery (a promoted standby).
+SELECT pg_last_xact_replay_timestamp() AS replayed_at,
+       CASE
+         WHEN NOT pg_is_in_recovery() THEN 0::float8
+         WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
+              AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')
+           THEN 0::float8
+         ELSE greatest(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))::float8
+       END AS lag_seconds;
