@@ -256,6 +256,14 @@ async def test_history_is_read_from_the_standby_and_says_how_old(
             assert len(answer.json()["items"]) == 1
             assert answer.headers["Watchkeeper-Read-From"] == "standby"
             assert float(answer.headers["Watchkeeper-Read-Lag"]) >= elapsed
+            # the page: signing in writes a session on the primary; its reads, the standby's
+            signed = await api.client.post("/sign-in", data={"token": alice.token},
+                                           headers={"Origin": api.url})
+            assert signed.status_code == 303, signed.text
+            shown = await api.client.get("/definitions/d1")
+            assert shown.status_code == 200, shown.text
+            assert shown.headers["Watchkeeper-Read-From"] == "standby"
+            assert "Read from the standby: it may be up to" in shown.text
             # a write through the API goes to the primary, replay paused or not
             clock.advance(3600)
             made = await api.call("POST", "/v1/definitions/d1/trigger", alice.token)
