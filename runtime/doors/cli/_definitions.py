@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import NoOccurrenceError, Spec, SpecError, format_utc
+from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc
 
 from ._app import (
     INSTANT_HELP,
@@ -30,6 +30,7 @@ from ._render import preview_table
 
 if TYPE_CHECKING:
     from watchkeeper.runtime import Database, Settings
+    from watchkeeper.triggers import Spec
 
 __all__: list[str] = []
 
