@@ -320,8 +320,9 @@ async def test_a_command_that_does_not_read_its_context_still_answers(
     """A command that ignores stdin (and exits before the context is written) is judged by
     its exit status and stdout, not by the broken pipe."""
     clock = FakeClock(utc(START))
+    # a context far larger than a pipe's buffer (64 KiB): writing it outlasts the command
     worker, _ = await run_command(db, clock, tmp_path, "print('# no input read')",
-                                  instructions="m" * 1_000_000)
+                                  agent={"name": "cmd", "params": {"padding": "m" * 1_000_000}})
     outcome = await worker.run_once()
     assert outcome is not None and outcome.status == "completed"
     assert await db.pool.fetchval("SELECT content_md FROM reports") == "# no input read\n"
