@@ -27,6 +27,8 @@ from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.store._db import Database
 from watchkeeper.runtime.store._embedded import embedded_postgres
 
+pytest_plugins = ["_browser"]  # the headless chromium fixture of the page's browser tests
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:

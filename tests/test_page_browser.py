@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,32 +25,8 @@ from watchkeeper.runtime.store._db import Database
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SKIPPED_REASON = "1m00s past expires_at 2026-10-24T12:10:00Z (skip_expired)"
 """The fourth slot (12:00 UTC, grace 10 min) was ticked at 12:11: 60 s past its expiry."""
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    """A headless chromium (Debian's package), or a failure saying how to install it."""
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"the browser test needs Debian's chromium at {CHROMIUM}, which is "
-                    "missing. Fix: apt-get update && apt-get install -y chromium (.ci/run "
-                    "does this), or set CHROMIUM to its path.", pytrace=False)
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        pytest.fail("the browser test needs Playwright. Fix: .venv/bin/pip install -e "
-                    "'.[test]' (never 'playwright install': it drives the system chromium).",
-                    pytrace=False)
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def test_the_page_after_a_demo_like_run(db: Database, clock: FakeClock, tmp_path: Path,

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from _api import Api, serving
-from _browser import browser  # noqa: F401 (the fixture)
 
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.store._db import Database
@@ -83,7 +82,7 @@ async def click(page: Any, api: Api, button: str, done: str) -> None:
 
 
 async def test_the_owner_confirms_rejects_pauses_resumes_runs_and_cancels_in_chromium(
-        db: Database, clock: FakeClock, api: Api, browser: Any) -> None:  # noqa: F811
+        db: Database, clock: FakeClock, api: Api, browser: Any) -> None:
     """alice confirms revision 1 (the hash the page showed is the stored one; next due
     2026-10-21T18:00Z), rejects revision 2, pauses, resumes, runs it now (one manual task)
     and cancels; each is recorded as 'user:acme/alice via page'."""
@@ -135,7 +134,7 @@ async def test_the_owner_confirms_rejects_pauses_resumes_runs_and_cancels_in_chr
 
 
 async def test_an_operator_session_reads_but_cannot_act_for_a_user(
-        db: Database, clock: FakeClock, api: Api, browser: Any) -> None:  # noqa: F811
+        db: Database, clock: FakeClock, api: Api, browser: Any) -> None:
     """Signed in with the operator key, alice's definitions show no button, and a form
     posted with the operator's own session token is 403 and changes nothing."""
     w = await world(db, clock)
