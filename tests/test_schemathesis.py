@@ -9,6 +9,7 @@ checks the schema cannot decide)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import sys
@@ -33,7 +34,10 @@ SEED = 20261201
 @pytest.fixture
 async def served(db: Database, db_dsn: str, tmp_path: Path) -> AsyncIterator[str]:
     """`watchkeeper serve --no-supervisor` on the test's database; its base URL."""
-    env = {**os.environ, "DATABASE_URL": db_dsn, "WATCHKEEPER_HOME": str(tmp_path / "home")}
+    # the test's own database handle seals the endpoints' secrets under the tests' key:
+    # the server must hold the same one (its start checks it against what is sealed)
+    env = {**os.environ, "DATABASE_URL": db_dsn, "WATCHKEEPER_HOME": str(tmp_path / "home"),
+           "WATCHKEEPER_SECRET_KEY": base64.urlsafe_b64encode(bytes(range(32))).decode()}
     async with await anyio.open_process(
             [sys.executable, "-m", "watchkeeper", "serve", "--no-supervisor", "--port", "0"],
             env=env) as process:
