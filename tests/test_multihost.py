@@ -36,6 +36,8 @@ def two_hosts(dsn: str, *, attrs: str | None = "read-write") -> str:
     """``dsn`` with a host that is down in front of its own: h1:p1,h2:p2."""
     parts = urlsplit(dsn)
     if not parts.hostname or parts.hostname.startswith("/"):
+        # the embedded default listens on a Unix socket only (no TCP port to list beside a
+        # closed one); CI and any DATABASE_URL over TCP run these tests
         pytest.skip("the server is reached over a Unix socket: the multi-host form needs TCP")
     user = parts.netloc.rpartition("@")[0]
     netloc = f"{user}@127.0.0.1:{closed_port()},{parts.hostname}:{parts.port or 5432}"
