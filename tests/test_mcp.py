@@ -23,6 +23,7 @@ import jsonschema
 import pytest
 from _api import Api, serving
 from _helpers import confirmed, owner
+from _served import served
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -407,26 +408,17 @@ async def test_serve_answers_mcp_and_stops_on_sigterm_with_a_session_open(
     tools at /mcp, and SIGTERM with its event stream still open stops the process
     cleanly (exit 0, "stopped") within seconds."""
     env = {**os.environ, "DATABASE_URL": db_dsn, "WATCHKEEPER_HOME": str(tmp_path)}
-    async with await anyio.open_process([sys.executable, "-m", "watchkeeper", "serve", "--port",
-                                         "0", "--no-supervisor"], env=env) as process:
-        assert process.stderr is not None
-        with anyio.fail_after(30):
-            seen = b""
-            while b"\n" not in seen:
-                seen += await process.stderr.receive()
-            found = re.search(r"serving (http://[0-9.:]+) \(.*MCP at /mcp\)", seen.decode())
-            if not found:
-                process.kill()
-            assert found, seen
-            async with httpx2.AsyncClient(headers={
-                    "Authorization": f"Bearer {world.tokens['agent@acme']}"}) as http, \
-                    Client(streamable_http_client(f"{found.group(1)}/mcp", http_client=http),
-                           mode="legacy") as client:
-                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
-                process.send_signal(signal.SIGTERM)
-                with anyio.fail_after(10):
-                    code = await process.wait()
-            rest = (seen + b"".join([chunk async for chunk in process.stderr])).decode()
+    async with served(env, "--no-supervisor") as server:
+        assert "MCP at /mcp" in server.seen.decode()
+        async with httpx2.AsyncClient(headers={
+                "Authorization": f"Bearer {world.tokens['agent@acme']}"}) as http, \
+                Client(streamable_http_client(f"{server.url}/mcp", http_client=http),
+                       mode="legacy") as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            server.process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                code = await server.process.wait()
+        rest = await server.rest_of_stderr()
     assert code == 0 and "stopped" in rest and "Traceback" not in rest, rest
 
 

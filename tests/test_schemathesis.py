@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 from _helpers import confirmed, owner
+from _served import served
 
 from watchkeeper.runtime.engine._clock import SystemClock
 from watchkeeper.runtime.store._db import Database
@@ -32,30 +33,18 @@ SEED = 20261201
 
 
 @pytest.fixture
-async def served(db: Database, db_dsn: str, tmp_path: Path) -> AsyncIterator[str]:
+async def server_url(db: Database, db_dsn: str, tmp_path: Path) -> AsyncIterator[str]:
     """`watchkeeper serve --no-supervisor` on the test's database; its base URL."""
     # the test's own database handle seals the endpoints' secrets under the tests' key:
     # the server must hold the same one (its start checks it against what is sealed)
     env = {**os.environ, "DATABASE_URL": db_dsn, "WATCHKEEPER_HOME": str(tmp_path / "home"),
            "WATCHKEEPER_SECRET_KEY": base64.urlsafe_b64encode(bytes(range(32))).decode()}
-    async with await anyio.open_process(
-            [sys.executable, "-m", "watchkeeper", "serve", "--no-supervisor", "--port", "0"],
-            env=env) as process:
-        assert process.stderr is not None
-        seen = b""
-        with anyio.fail_after(30):
-            while (found := re.search(rb"serving (http://127\.0\.0\.1:\d+)", seen)) is None:
-                seen += await process.stderr.receive()
-        try:
-            yield found.group(1).decode()
-        finally:
-            process.terminate()
-            with anyio.fail_after(30):
-                await process.wait()
+    async with served(env, "--no-supervisor") as server:
+        yield server.url
 
 
 @pytest.mark.timeout(240)
-async def test_schemathesis_finds_no_failure(db: Database, served: str, tmp_path: Path) -> None:
+async def test_schemathesis_finds_no_failure(db: Database, server_url: str, tmp_path: Path) -> None:
     """Every operation, fuzzed and then chained (the stateful phase), in three passes
     that each reach the logic: acme's user alice with her token, acme's app key acting
     for alice (On-Behalf-Of pinned: it is part of the authentication, not a parameter),
@@ -94,7 +83,7 @@ async def test_schemathesis_finds_no_failure(db: Database, served: str, tmp_path
                 ("path.task_id", str(task)), ("path.user_id", f'"{user}"'),
                 ("path.name", '"ops"'))) + "\n" + (keep_key if label == "operator" else ""))
         result = await anyio.run_process(
-            [str(st), "--config-file", str(config), "run", f"{served}/openapi.json", *auth,
+            [str(st), "--config-file", str(config), "run", f"{server_url}/openapi.json", *auth,
              "-n", str(EXAMPLES_PER_OPERATION), "--seed", str(SEED),
              "--phases", "coverage,fuzzing,stateful" if label == "user" else "fuzzing,stateful",
              "--no-color"],
