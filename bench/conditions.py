@@ -34,8 +34,9 @@ minute later, every reading is false again: quiet polls (each a claim, a shared 
 a decision, a receipt, a state); round 2, a minute later, every reading is true: every
 poll is a false -> true edge that admits a task (occurrence, task with the
 observations, state). Each round: one poller process (``poll_once`` with
-``--poll-limit`` definitions a pass) until a pass claims nothing. Reported: polls/s and
-admitted/s, source reads per round (one per subject and poll instant), checked against
+``--poll-limit`` definitions a pass) until a pass claims nothing. Reported: polls/s,
+the poller's CPU and its PostgreSQL backends' CPU (from /proc), admitted/s, source
+reads per round (one per subject and poll instant), checked against
 the database, and the targets (5,000 quiet polls/s, 1,000 admitted polls/s) met or not.
 
 Usage::
@@ -314,6 +315,23 @@ async def public_seed_conditions(db: Database, numbers: Sequence[int], subjects:
                       revision=made.revision, spec_hash=made.spec_hash)
 
 
+async def backend_cpu(db: Database) -> dict[int, float]:
+    """CPU seconds (user + system) so far of each PostgreSQL backend connected to the
+    bench's database, by pid, read from ``/proc`` (the server runs on this machine; a
+    backend it cannot read counts as none)."""
+    pids = await db.pool.fetchval("SELECT array_agg(pid) FROM pg_stat_activity "
+                                  "WHERE datname = current_database()")
+    return {pid: seconds for pid in pids if (seconds := _process_cpu(pid)) is not None}
+
+
+def _process_cpu(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def part3(server: str, count: int, subjects: int, poll_limit: int) -> list[str]:
     from _seeding import check_bulk
 
@@ -345,7 +363,8 @@ async def part3(server: str, count: int, subjects: int, poll_limit: int) -> list
             lines = [f"seeded {count} condition definitions over {subjects} subjects "
                      f"({subjects * SCALE_THRESHOLDS} distinct specs) by COPY in {seeded:.1f} s; "
                      f"bulk rows vs propose + confirm: {summary}", "",
-                     f"{'round':<34}{'wall s':>8}{'cpu s':>7}{'polls':>8}{'polls/s':>9}"
+                     f"{'round':<34}{'wall s':>8}{'cpu s':>7}{'pg cpu s':>9}{'polls':>8}"
+                     f"{'polls/s':>9}"
                      f"{'tasks':>8}{'admitted/s':>12}{'reads':>7}  actions"]
             rates = {}
             for label, value, advance in (("0: first poll, false (warm-up)", 50, 0),
@@ -354,12 +373,14 @@ async def part3(server: str, count: int, subjects: int, poll_limit: int) -> list
                 reading["value"], reads[0] = value, 0
                 clock.advance(advance)
                 before = await db.pool.fetchval("SELECT count(*) FROM tasks")
-                cpu = time.process_time()
+                cpu, pg = time.process_time(), await backend_cpu(db)
                 wall, polls, actions = await poll_round(db, clock, sources, count, poll_limit)
-                cpu = time.process_time() - cpu
+                cpu, pg_after = time.process_time() - cpu, await backend_cpu(db)
+                pg_cpu = sum(t - pg.get(pid, 0.0) for pid, t in pg_after.items())
                 tasks = await db.pool.fetchval("SELECT count(*) FROM tasks") - before
                 rates[label[0]] = (polls / wall, tasks / wall)
-                lines.append(f"{label:<34}{wall:>8.2f}{cpu:>7.2f}{polls:>8}{polls / wall:>9.0f}"
+                lines.append(f"{label:<34}{wall:>8.2f}{cpu:>7.2f}{pg_cpu:>9.2f}{polls:>8}"
+                             f"{polls / wall:>9.0f}"
                              f"{tasks:>8}{tasks / wall:>12.0f}{reads[0]:>7}  {actions}")
             stored = await db.pool.fetchval("SELECT count(*) FROM condition_polls")
             receipts = await db.pool.fetchval("SELECT count(*) FROM observation_receipts")

@@ -744,3 +744,74 @@ async def test_definitions_of_one_spec_share_an_evaluation_per_instant_only(
         assert row["action"] == ("none" if reading > 10 else "fired" if n == 0
                                  else "skipped_overrun")
     assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 7
+
+
+async def test_a_quiet_poll_decided_at_its_claim_is_stored_as_step_3_stores_it(
+        db: Database, clock: FakeClock, tmp_path: Any) -> None:
+    """The same nine definitions in two tenants, over seven poll instants whose readings
+    go 11, 11, 9, 9, None, 11, 9 (false, false, true, true, unknown, false, true), in three
+    modes (every_edge, every_edge with a 2 h cooldown, first_match). acme's are polled in
+    one pass an instant, so step 3 decides every poll; globex's one definition a pass, so
+    all but the first pass of an instant find the reading kept and decide their quiet polls
+    at the claim. Every poll, receipt, condition state, occurrence and task is the same in
+    both tenants, and so are the events; each subject is read once per instant and tenant
+    registry."""
+    hours = [utc(f"2026-06-01T0{h}:00Z") for h in range(1, 8)]
+    values = dict(zip(hours, [11, 11, 9, 9, None, 11, 9], strict=True))
+    modes = [{"mode": "every_edge"}, {"mode": "every_edge", "cooldown": "PT2H"},
+             {"mode": "first_match"}]
+    registries, events = {}, {}
+    for tenant in ("acme", "globex"):
+        me = await owner(db, clock, tenant)
+        for n in range(9):
+            subject = ("AAPL", "MSFT", "IBM")[n % 3]
+            await confirmed(db, clock, condition({**LE_10, "subject": subject},
+                                                 **modes[n // 3]),
+                            definition_id=f"d{n}", principal=me)
+        script = Script(values)
+        registries[tenant] = (script, registry_of(script, clock=clock))
+        events[tenant] = []
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    for _ in hours:
+        clock.advance(HOUR)
+        for tenant, limit in (("acme", 100), ("globex", 1)):
+            sources = registries[tenant][1]
+            while (report := await poll_once(db, clock, sources, actor="t", limit=limit,
+                                             tenant_id=tenant)).claimed:
+                events[tenant] += [(e.definition_id, e.at, e.verdict, e.action, e.reason,
+                                    e.task_id is not None) for e in report.events]
+        while await worker.run_once() is not None:
+            pass
+    assert sorted(events["acme"]) == sorted(events["globex"])
+    assert len(events["acme"]) == 9 * 7 - 3 * 4  # the first_match ones complete at 03:00
+    for script, _ in registries.values():
+        assert sorted(script.calls) == sorted((s, at) for s in ("AAPL", "MSFT", "IBM")
+                                              for at in hours)
+
+    async def table(query: str) -> dict[str, list[tuple[Any, ...]]]:
+        rows = await db.pool.fetch(query)
+        out: dict[str, list[tuple[Any, ...]]] = {"acme": [], "globex": []}
+        for r in rows:
+            out[r["tenant_id"]].append(tuple(v for k, v in r.items() if k != "tenant_id"))
+        return {k: sorted(v, key=repr) for k, v in out.items()}
+
+    for query in (
+            "SELECT tenant_id, definition_id, slot, scheduled_for, revision, condition_key, "
+            "superseded, status, verdict, action, reason, task_id IS NOT NULL, claimed_at, "
+            "decided_at, read_at FROM condition_polls",
+            "SELECT tenant_id, definition_id, slot, subject, value, status, verdict, as_of "
+            "FROM observation_receipts",
+            "SELECT tenant_id, definition_id, last_definite, latched, last_fired_at, "
+            "decided_through, updated_at FROM condition_state",
+            "SELECT tenant_id, definition_id, slot, decision, reason FROM occurrences",
+            "SELECT tenant_id, definition_id, slot, status FROM tasks",
+            "SELECT tenant_id, definition_id, status, next_due_at, cursor_at FROM definitions"):
+        both = await table(query)
+        assert both["acme"] == both["globex"], query
+        assert both["acme"], query
+    statuses = await db.pool.fetch("SELECT DISTINCT status FROM condition_polls")
+    assert [r["status"] for r in statuses] == ["decided"]
+    fired = await db.pool.fetchval("SELECT count(*) FROM tasks WHERE tenant_id = 'globex'")
+    # every_edge: 03:00 and 07:00 (after an unknown and a false); with the cooldown too
+    # (4 h apart); first_match: 03:00, then complete
+    assert fired == 3 * 2 + 3 * 2 + 3

@@ -54,7 +54,8 @@ from ._clock import Clock
 from ._registry import Registry
 from ._tick import Candidate, DueDefinition, Plan, epoch_us, units_of
 
-__all__ = ["Claim", "PollEvent", "Polled", "decide_polls", "poll_event", "write_polls"]
+__all__ = ["Claim", "PollEvent", "Polled", "decide_polls", "poll_event", "stage_receipts",
+           "stored_condition", "write_polls"]
 
 log = logging.getLogger("watchkeeper.conditions")
 
@@ -227,7 +228,7 @@ async def _decide(tx: Connection, now: datetime, chunk: Sequence[Polled], actor:
         judged.append((polled, judge_poll(
             current=defs.get((item.tenant_id, item.definition_id)),
             claimed_fence=item.fence, claimed_revision=item.revision,
-            stored=_stored(states.get((item.tenant_id, item.definition_id))),
+            stored=stored_condition(states.get((item.tenant_id, item.definition_id))),
             condition_key=claim.trigger.condition_key, mode=claim.trigger.mode,
             cooldown=claim.trigger.cooldown, slot_at=claim.slot.scheduled_for, read_at=read_at,
             evaluation=evaluation)))
@@ -255,7 +256,8 @@ async def _decide(tx: Connection, now: datetime, chunk: Sequence[Polled], actor:
     return [events[index] for index in range(len(chunk))]
 
 
-def _stored(row: Any) -> StoredCondition | None:
+def stored_condition(row: Any) -> StoredCondition | None:
+    """A ``condition_states_get`` row as the judge reads it (``None``: no state yet)."""
     if row is None:
         return None
     return StoredCondition(row["condition_key"], ConditionState(
@@ -277,10 +279,25 @@ async def write_polls(tx: Connection, now: datetime, decisions: Sequence[Record]
     of ``decisions`` (polls still ``reading``). The rows are COPYed into the session's
     staging tables (instants as :func:`._tick.epoch_us`): binary COPY encodes a row in
     a fraction of the work of the same values as arrays of parameters."""
+    await stage_receipts(tx, [(c, r, e) for c, r, e, _, _, _ in receipts], states)
+    poll_rows = [(c.item.tenant_id, c.item.definition_id, USER_BINDING_ID, c.slot.key,
+                  epoch_us(read_at), e.verdict.value, action, reason[:2000], task_id)
+                 for c, read_at, e, action, reason, task_id in decisions]
+    await tx.stage("wk_stage_decisions", DECISION_COLUMNS, poll_rows)
+    await tx.execute("condition_polls_decide", now, *_columns(completed, 2))
+
+
+async def stage_receipts(tx: Connection, receipts: Sequence[Polled],
+                         states: Sequence[tuple[Claim, ConditionState, datetime]]) -> None:
+    """COPY into the session's staging tables the observation receipts of ``receipts``
+    (one per subject; a subject compared twice: its first verdict; an observation object
+    shared by several polls is staged once) and the condition states ``(claim, state,
+    decided_through)``, for the statement that writes them (``condition_polls_decide``,
+    or ``condition_polls_claim`` for the polls decided at their claim)."""
     receipt_rows: list[tuple[Any, ...]] = []
     observed: dict[int, int] = {}  # id(observation) -> its ordinal (1-based)
     observation_rows: list[tuple[Any, ...]] = []
-    for claim, _, evaluation, _, _, _ in receipts:
+    for claim, _, evaluation in receipts:
         seen: dict[str, Any] = {}
         for leaf in evaluation.leaves:
             if leaf.observation is not None:
@@ -300,16 +317,11 @@ async def write_polls(tx: Connection, now: datetime, decisions: Sequence[Record]
     state_rows = [(c.item.tenant_id, c.item.definition_id, USER_BINDING_ID,
                    c.trigger.condition_key, c.item.revision, s.last_definite, s.latched,
                    epoch_us(s.last_fired_at), epoch_us(through)) for c, s, through in states]
-    poll_rows = [(c.item.tenant_id, c.item.definition_id, USER_BINDING_ID, c.slot.key,
-                  epoch_us(read_at), e.verdict.value, action, reason[:2000], task_id)
-                 for c, read_at, e, action, reason, task_id in decisions]
     if observation_rows:
         await tx.stage("wk_stage_observations", OBSERVATION_COLUMNS, observation_rows)
         await tx.stage("wk_stage_poll_receipts", RECEIPT_COLUMNS, receipt_rows)
     if state_rows:
         await tx.stage("wk_stage_states", STATE_COLUMNS, state_rows)
-    await tx.stage("wk_stage_decisions", DECISION_COLUMNS, poll_rows)
-    await tx.execute("condition_polls_decide", now, *_columns(completed, 2))
 
 
 OBSERVATION_COLUMNS = ("n", "subject", "source", "source_version", "observation_id", "value",

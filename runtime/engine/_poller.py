@@ -10,7 +10,11 @@ One pass (:func:`poll_once`) has three steps (DESIGN "Conditions (three-valued)"
    key makes it at most one poll per slot, however many supervisors race), move every
    locked definition to its next poll and consume the polling budget of each poll
    claimed — every poll does, whatever it will return. A poll over budget is recorded
-   ``denied_poll_budget`` and reads nothing.
+   ``denied_poll_budget`` and reads nothing. A poll whose readings this process already
+   holds (an earlier pass of the same poll instant read them) has nothing to wait for:
+   it is judged in the claim's transaction, and when it is quiet (nothing to admit or
+   complete, the common case) it is inserted decided, with its receipts and state, in
+   the same statement — one write instead of an insert and an update, and no step 3.
 2. **Read** (no transaction): one read per (source, subject, poll instant), shared by
    every definition that reads it — in this pass, or in an earlier pass of the same
    instant in this process; concurrently. The result carries the revision and fence
@@ -41,14 +45,17 @@ from watchkeeper.sources import SourceRegistry, UnknownSource
 from watchkeeper.triggers import (
     USER_BINDING_ID,
     ConditionTrigger,
+    DefinitionFacts,
     Evaluation,
     Observation,
     ObservationStatus,
+    PollJudgement,
     Spec,
     budget_period,
     evaluate,
     format_utc,
     in_range,
+    judge_poll,
     load_zone,
 )
 
@@ -56,7 +63,16 @@ from ..store._db import Connection, Database
 from ..store._specs import cached_spec, spec_from_json
 from ._clock import Clock
 from ._lanes import lanes as in_lanes
-from ._poll_decide import PLAN_PER_BATCH, Claim, Polled, PollEvent, decide_polls
+from ._poll_decide import (
+    PLAN_PER_BATCH,
+    Claim,
+    Polled,
+    PollEvent,
+    decide_polls,
+    poll_event,
+    stage_receipts,
+    stored_condition,
+)
 from ._registry import Registry
 from ._tick import DueDefinition, epoch_us
 
@@ -107,10 +123,11 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     report.abandoned = len(await db.fetch("condition_polls_abandon", now, now - ABANDON_AFTER,
                                           tenant_id))
     registry = registry or Registry()
-    claims, early = await _claim(db, now, limit, actor, tenant_id, sorted(sources.names()))
-    report.claimed = len(claims) + len(early)
-    report.events.extend(early)
+    claims, denied, quiet = await _claim(db, now, limit, actor, tenant_id, sources)
+    report.claimed = len(claims) + len(denied) + len(quiet)
+    report.events.extend(denied)
     if not claims:
+        report.events.extend(quiet)
         return report
     observations = await _shared_reads(sources, claims, clock, concurrency, read_timeout)
     decided = sorted(_evaluated(sources, claims, observations),
@@ -131,8 +148,9 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     async with in_lanes() as tg:  # an outage reaches the loop as DatabaseUnavailable
         for index in range(len(chunks)):
             tg.start_soon(decide, index)
-    for index in range(len(chunks)):
-        report.events.extend(results[index])
+    # the events in the order of a pass that decides every poll in step 3
+    report.events.extend(sorted([*quiet, *(e for i in range(len(chunks)) for e in results[i])],
+                                key=lambda e: (e.tenant_id, e.definition_id)))
     return report
 
 
@@ -217,13 +235,21 @@ _Window = Any  # triggers.DueWindow
 
 
 async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id: str | None,
-                 source_names: list[str]) -> tuple[list[Claim], list[PollEvent]]:
+                 sources: SourceRegistry
+                 ) -> tuple[list[Claim], list[PollEvent], list[PollEvent]]:
+    """Step 1: lock the due definitions, advance them, and insert their polls; a quiet
+    poll whose readings this process kept from an earlier pass of its poll instant is
+    decided here too (:func:`_decided_at_claim`). Returns the claims still to read and
+    decide, the events of the polls denied by the polling budget, and those of the quiet
+    polls decided."""
     claims: list[Claim] = []
     early: list[PollEvent] = []
+    decided_now: list[PollEvent] = []
     async with db.transaction() as tx:
-        rows = await tx.fetch("conditions_due_lock", now, limit, tenant_id, source_names)
+        rows = await tx.fetch("conditions_due_lock", now, limit, tenant_id,
+                              sorted(sources.names()))
         if not rows:
-            return claims, early
+            return claims, early, decided_now
         if len(rows) >= PLAN_PER_BATCH:
             await tx.execute("admission_planner")  # plans for the batch's own keys
         specs = await _specs(tx, rows)
@@ -244,6 +270,10 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
             if window.candidate is not None:
                 due.append((item, spec, window))
         budgets = await _poll_budgets(tx, due)
+        pending = [Claim(item, spec.trigger, window.candidate, window.count - 1)
+                   for item, spec, window in due
+                   if not isinstance(budgets.get((item.tenant_id, item.definition_id)), str)]
+        quiet = await _decided_at_claim(tx, sources, pending)
         polls, charges = [], []
         for item, spec, window in due:
             trigger = spec.trigger
@@ -251,15 +281,27 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
             slot = window.candidate
             budget = budgets.get((item.tenant_id, item.definition_id))
             denied = budget if isinstance(budget, str) else None
+            decided = quiet.get((item.tenant_id, item.definition_id))
+            if decided is not None:
+                _, read_at, evaluation, judgement = decided
+                action, reason = judgement.action, judgement.reason[:2000]
+                verdict, read_us = evaluation.verdict.value, epoch_us(read_at)
+            else:
+                action, reason = ("denied_poll_budget", denied) if denied else (None, None)
+                verdict = read_us = None
             polls.append((item.tenant_id, item.definition_id, USER_BINDING_ID, slot.key,
                           epoch_us(slot.scheduled_for), item.revision, item.fence,
-                          trigger.condition_key, window.count - 1,
-                          "denied_poll_budget" if denied else None, denied))
+                          trigger.condition_key, window.count - 1, action, reason, verdict,
+                          read_us))
             if isinstance(budget, tuple):  # the claimed poll is the one that is paid for
                 charges.append((item.tenant_id, item.definition_id, USER_BINDING_ID, slot.key,
                                 *budget))
         await tx.stage("wk_stage_claims", CLAIM_COLUMNS, polls)
         await tx.stage("wk_stage_advances", ADVANCE_COLUMNS, advances)
+        if quiet:
+            await stage_receipts(tx, [(c, r, e) for c, r, e, _ in quiet.values()],
+                                 [(c, j.state, c.slot.scheduled_for)
+                                  for c, _, _, j in quiet.values() if j.state is not None])
         lost = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
             "condition_polls_claim", now, actor, *_columns(charges, 7))}
         for item, spec, window in due:
@@ -269,19 +311,65 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
             trigger = spec.trigger
             assert isinstance(trigger, ConditionTrigger)
             denied = budgets.get((item.tenant_id, item.definition_id))
+            decided = quiet.get((item.tenant_id, item.definition_id))
             if isinstance(denied, str):
                 early.append(PollEvent(item.tenant_id, item.definition_id, slot.key,
                                        slot.scheduled_for, trigger.subjects, None,
                                        "denied_poll_budget", denied, revision=item.revision))
+            elif decided is not None:
+                claim, _, evaluation, judgement = decided
+                decided_now.append(poll_event(claim, evaluation, judgement.action, judgement.reason,
+                                        None))
             else:
                 claims.append(Claim(item, trigger, slot, window.count - 1))
-    return claims, early
+    return claims, early, decided_now
+
+
+async def _decided_at_claim(tx: Connection, sources: SourceRegistry, pending: Sequence[Claim]
+                            ) -> dict[tuple[str, str], tuple[Claim, datetime, Evaluation,
+                                                             PollJudgement]]:
+    """The claims of ``pending`` that are decided in the claim's own transaction: those
+    whose every reading this process kept from an earlier pass of the same poll instant
+    (:data:`_READS`: nothing to read, so nothing to wait for while the definitions are
+    locked) and whose judgement is quiet (:attr:`PollJudgement.quiet`: nothing to admit,
+    nothing to complete). Judged as step 3 judges them — against the definition as
+    locked now and its stored condition state — so the poll is written once, decided,
+    with its receipts and state. The others (a fire, a fence that moved, a superseded
+    poll) are claimed ``reading`` and decided by step 3. Keyed by (tenant, definition)."""
+    kept = _READS.get(sources, {})
+    ready = [c for c in pending
+             if (at := kept.get(c.slot.scheduled_for)) is not None
+             and all((c.trigger.source.name, c.trigger.source.version, s) in at
+                     for s in c.trigger.subjects)]
+    if not ready:
+        return {}
+    readings = {(c.slot.scheduled_for, key): kept[c.slot.scheduled_for][key] for c in ready
+                for key in ((c.trigger.source.name, c.trigger.source.version, s)
+                            for s in c.trigger.subjects)}
+    states = {(r["tenant_id"], r["definition_id"]): r for r in await tx.fetch(
+        "condition_states_get", [c.item.tenant_id for c in ready],
+        [c.item.definition_id for c in ready], [USER_BINDING_ID] * len(ready))}
+    out = {}
+    for claim, read_at, evaluation in _evaluated(sources, ready, readings):
+        item = claim.item
+        judgement = judge_poll(
+            current=DefinitionFacts("active", item.fence, item.revision),
+            claimed_fence=item.fence, claimed_revision=item.revision,
+            stored=stored_condition(states.get((item.tenant_id, item.definition_id))),
+            condition_key=claim.trigger.condition_key, mode=claim.trigger.mode,
+            cooldown=claim.trigger.cooldown, slot_at=claim.slot.scheduled_for,
+            read_at=read_at, evaluation=evaluation)
+        if judgement.quiet:
+            out[(item.tenant_id, item.definition_id)] = (claim, read_at, evaluation, judgement)
+    return out
 
 
 CLAIM_COLUMNS = ("tenant_id", "definition_id", "binding_id", "slot", "scheduled_for_us",
-                 "revision", "fence", "condition_key", "superseded", "action", "reason")
+                 "revision", "fence", "condition_key", "superseded", "action", "reason",
+                 "verdict", "read_at_us")
 """The columns of ``wk_stage_claims``: a claimed poll (action and reason set only on one
-denied by its polling budget, inserted decided); instants as :func:`._tick.epoch_us`."""
+inserted decided: denied by its polling budget, or quiet and judged at the claim, which
+also has its verdict and read instant); instants as :func:`._tick.epoch_us`."""
 ADVANCE_COLUMNS = ("tenant_id", "definition_id", "cursor_us", "slots_seen", "next_due_us",
                    "status")
 """The columns of ``wk_stage_advances``: a locked definition moved to its next poll."""

@@ -155,7 +155,7 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_receipts (
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_claims (
     tenant_id text, definition_id text, binding_id text, slot text, scheduled_for_us bigint,
     revision integer, fence bigint, condition_key text, superseded integer, action text,
-    reason text
+    reason text, verdict text, read_at_us bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_advances (
     tenant_id text, definition_id text, cursor_us bigint, slots_seen bigint,
@@ -1338,25 +1338,31 @@ FOR UPDATE OF d SKIP LOCKED;
 -- primary key makes it at most one poll per slot, however many supervisors race: a
 -- slot polled already loses, silently), advance every locked definition to its next
 -- poll, and charge the polling budget of each poll actually claimed (every poll is
--- charged, whatever it will return; one over budget is staged with its action
--- 'denied_poll_budget' and reason, inserted decided, and charged nothing). $1: now
--- (claimed_at; decided_at of a denied poll), $2: the claimant; $3..$9: the charges
--- (tenant, definition, binding, slot, period start, period end, limit). Staged instants
--- are microseconds since the Unix epoch (as in admission_write).
+-- charged, whatever it will return). A poll staged with its action is inserted decided:
+-- one over budget ('denied_poll_budget', its reason; nothing read), or a quiet one
+-- judged at its claim on readings kept from an earlier pass (its verdict and read_at_us;
+-- its receipts and condition state staged in wk_stage_observations,
+-- wk_stage_poll_receipts and wk_stage_states as for condition_polls_decide, and written
+-- only if its poll was claimed). $1: now (claimed_at; decided_at of a poll inserted
+-- decided), $2: the claimant; $3..$9: the charges (tenant, definition, binding, slot,
+-- period start, period end, limit). Staged instants are microseconds since the Unix
+-- epoch (as in admission_write).
 -- Returns the (tenant, definition, slot) of each staged poll NOT claimed (its slot was
 -- polled already): none, but in a race.
 WITH claimed AS (
     INSERT INTO condition_polls (tenant_id, definition_id, binding_id, slot, scheduled_for,
                                  revision, fence, condition_key, superseded, claimed_at,
-                                 claimed_by, status, action, reason, decided_at)
+                                 claimed_by, status, action, reason, decided_at, verdict,
+                                 read_at)
     SELECT c.tenant_id, c.definition_id, c.binding_id, c.slot,
            to_timestamp(c.scheduled_for_us / 1000000) + (c.scheduled_for_us % 1000000) * interval '1 microsecond',
            c.revision, c.fence, c.condition_key, c.superseded, $1::timestamptz, $2::text,
            CASE WHEN c.action IS NULL THEN 'reading' ELSE 'decided' END, c.action, c.reason,
-           CASE WHEN c.action IS NULL THEN NULL ELSE $1::timestamptz END
+           CASE WHEN c.action IS NULL THEN NULL ELSE $1::timestamptz END, c.verdict,
+           to_timestamp(c.read_at_us / 1000000) + (c.read_at_us % 1000000) * interval '1 microsecond'
     FROM wk_stage_claims c
     ON CONFLICT DO NOTHING
-    RETURNING tenant_id, definition_id, slot
+    RETURNING tenant_id, definition_id, binding_id, slot
 ),
 advanced AS (
     UPDATE definitions d
@@ -1379,6 +1385,37 @@ charged AS (
     JOIN claimed c USING (tenant_id, definition_id, slot)
     ON CONFLICT (tenant_id, definition_id, binding_id, period_start)
     DO UPDATE SET used = b.used + 1
+),
+receipts AS (
+    INSERT INTO observation_receipts (tenant_id, definition_id, binding_id, slot, subject,
+                                      source, source_version, observation_id, value, unit,
+                                      currency, as_of, fetched_at, status, detail, verdict)
+    SELECT r.tenant_id, r.definition_id, r.binding_id, r.slot, o.subject, o.source,
+           o.source_version, o.observation_id, o.value, o.unit, o.currency,
+           to_timestamp(o.as_of_us / 1000000) + (o.as_of_us % 1000000) * interval '1 microsecond',
+           to_timestamp(o.fetched_at_us / 1000000) + (o.fetched_at_us % 1000000) * interval '1 microsecond',
+           o.status, o.detail, r.verdict
+    FROM wk_stage_poll_receipts r
+    JOIN wk_stage_observations o ON o.n = r.observation
+    JOIN claimed c USING (tenant_id, definition_id, binding_id, slot)
+    ON CONFLICT DO NOTHING
+),
+states AS (
+    INSERT INTO condition_state AS s (tenant_id, definition_id, binding_id, condition_key,
+                                      revision, last_definite, latched, last_fired_at,
+                                      decided_through, updated_at)
+    SELECT k.tenant_id, k.definition_id, k.binding_id, k.condition_key, k.revision,
+           k.last_definite, k.latched,
+           to_timestamp(k.last_fired_at_us / 1000000) + (k.last_fired_at_us % 1000000) * interval '1 microsecond',
+           to_timestamp(k.decided_through_us / 1000000) + (k.decided_through_us % 1000000) * interval '1 microsecond',
+           $1::timestamptz
+    FROM wk_stage_states k
+    JOIN claimed c USING (tenant_id, definition_id, binding_id)
+    ON CONFLICT (tenant_id, definition_id, binding_id) DO UPDATE
+    SET condition_key = EXCLUDED.condition_key, revision = EXCLUDED.revision,
+        last_definite = EXCLUDED.last_definite, latched = EXCLUDED.latched,
+        last_fired_at = EXCLUDED.last_fired_at, decided_through = EXCLUDED.decided_through,
+        updated_at = EXCLUDED.updated_at
 )
 SELECT s.tenant_id, s.definition_id, s.slot
 FROM wk_stage_claims s
