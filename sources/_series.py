@@ -239,6 +239,8 @@ class SeriesSource:
             by_subject.setdefault(row.subject, {})[row.as_of] = row
         self._rows = {s: [r for _, r in sorted(v.items())] for s, v in by_subject.items()}
         self._times = {s: [r.as_of for r in rows_] for s, rows_ in self._rows.items()}
+        self._ids = {s: [f"{s}@{format_utc(r.as_of)}" for r in rows_]
+                     for s, rows_ in self._rows.items()}  # each row's observation_id, once
 
     @classmethod
     def from_csv(cls, path: Path, *, name: str = "series", version: str = "1") -> SeriesSource:
@@ -265,7 +267,6 @@ class SeriesSource:
                                None, None, at, ObservationStatus.MISSING, why)
         row = self._rows[subject][index]
         status = ObservationStatus.OK if row.value is not None else ObservationStatus.MISSING
-        return Observation(self.name, self.version, subject,
-                           f"{subject}@{format_utc(row.as_of)}", row.value, row.unit,
-                           row.currency, row.as_of, at, status,
+        return Observation(self.name, self.version, subject, self._ids[subject][index],
+                           row.value, row.unit, row.currency, row.as_of, at, status,
                            "" if row.value is not None else "the value is missing in the series")

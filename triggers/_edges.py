@@ -18,7 +18,7 @@ that is done. Pure: ``now`` is an argument, the state is a value.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ._conditions import Verdict
@@ -88,9 +88,9 @@ def step(state: ConditionState, verdict: Verdict, now: datetime, mode: Condition
             EdgeAction.SUPPRESSED_COOLDOWN,
             f"{edge} inside the cooldown (last fire {format_utc(state.last_fired_at)}, "
             f"cooldown until {format_utc(state.last_fired_at + cooldown)})",
-            replace(state, last_definite=True))
+            ConditionState(True, state.latched, state.last_fired_at))
     return EdgeStep(EdgeAction.FIRE, f"{edge}: every_edge fires",
-                    replace(state, last_definite=True, last_fired_at=now))
+                    ConditionState(True, state.latched, now))
 
 
 def not_admitted(before: ConditionState) -> ConditionState:
@@ -102,7 +102,12 @@ def not_admitted(before: ConditionState) -> ConditionState:
 def _remember(state: ConditionState, verdict: Verdict) -> ConditionState:
     if verdict is Verdict.UNKNOWN:
         return state
-    return replace(state, last_definite=verdict is Verdict.TRUE)
+    definite = verdict is Verdict.TRUE
+    if state.last_definite is definite:
+        return state  # unchanged: the same (immutable) state, not a copy
+    # the constructor, not dataclasses.replace: this runs once per poll (the replay's
+    # quiet runs step through thousands)
+    return ConditionState(definite, state.latched, state.last_fired_at)
 
 
 def _quiet(verdict: Verdict) -> str:
