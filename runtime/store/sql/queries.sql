@@ -1079,34 +1079,17 @@ WHERE ($1::text IS NULL AND tenant_id NOT LIKE '\_replay-%') OR tenant_id = $1
 GROUP BY status ORDER BY status;
 
 -- name: deliveries_list
--- A notice that a run did not happen (notice_id) shows its task, if it had one.
-SELECT d.tenant_id, d.delivery_id, coalesce(d.task_id, n.task_id) AS task_id,
-       coalesce(t.definition_id, n.definition_id) AS definition_id,
-       coalesce(t.slot, n.slot) AS slot, d.channel,
-       d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
-       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason,
-       CASE WHEN d.notice_id IS NULL THEN 'report.committed' ELSE 'task.not_run' END AS event
-FROM deliveries d
-LEFT JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
-LEFT JOIN not_run_notices n ON n.tenant_id = d.tenant_id AND n.notice_id = d.notice_id
-WHERE ($1::text IS NULL OR d.tenant_id = $1)
-  AND ($2::text IS NULL OR d.status = $2)
-  AND ($3::bigint IS NULL OR d.task_id = $3 OR n.task_id = $3)
-ORDER BY d.created_at DESC, d.delivery_id
+-- Deliveries newest first (delivery_rows, migration 0015), each filter optional.
+SELECT * FROM delivery_rows
+WHERE ($1::text IS NULL OR tenant_id = $1)
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::bigint IS NULL OR task_id = $3)
+ORDER BY created_at DESC, delivery_id
 LIMIT $4;
 
 -- name: delivery_show
 -- One delivery as deliveries_list shows it, by its id.
-SELECT d.tenant_id, d.delivery_id, coalesce(d.task_id, n.task_id) AS task_id,
-       coalesce(t.definition_id, n.definition_id) AS definition_id,
-       coalesce(t.slot, n.slot) AS slot, d.channel,
-       d.destination, d.status, d.attempts, d.redeliveries, d.next_attempt_at, d.created_at,
-       d.delivered_at, d.dead_at, d.response_status, d.response, d.last_error, d.status_reason,
-       CASE WHEN d.notice_id IS NULL THEN 'report.committed' ELSE 'task.not_run' END AS event
-FROM deliveries d
-LEFT JOIN tasks t ON t.tenant_id = d.tenant_id AND t.task_id = d.task_id
-LEFT JOIN not_run_notices n ON n.tenant_id = d.tenant_id AND n.notice_id = d.notice_id
-WHERE d.tenant_id = $1 AND d.delivery_id = $2;
+SELECT * FROM delivery_rows WHERE tenant_id = $1 AND delivery_id = $2;
 
 -- name: delivery_attempts_list
 SELECT attempt, dispatcher, finished_at, outcome, response_status, detail
