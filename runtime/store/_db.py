@@ -232,9 +232,10 @@ _BACKENDS: dict[int, datetime] = {}
 
 
 async def _init_connection(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA, *,
-                           pooler: Pooler = Pooler.SESSION) -> None:
+                           pooler: Pooler = Pooler.SESSION, standby: bool = False) -> None:
     """Prepare a new pooled connection: check its search path, then
-    :func:`_prepare_connection`. Behind a transaction pooler only the codecs: the server
+    :func:`_prepare_connection` (on a ``standby``, a read-only copy, the codecs only: it
+    refuses the staging tables). Behind a transaction pooler only the codecs: the server
     session seen now is not the one later transactions run on.
 
     Raises:
@@ -245,6 +246,11 @@ async def _init_connection(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEM
         return
     expected = server_settings(schema)["search_path"]
     actual = await conn.fetchval(QUERIES["search_path"])
+    if actual != expected and standby:
+        raise ConfigError(
+            f"the read standby's search_path is {actual!r}, not {expected!r}: something between "
+            "watchkeeper and the standby dropped the startup parameter. Fix: remove "
+            "search_path and options from DATABASE_READ_URL.")
     if actual != expected:
         raise ConfigError(
             f"the connection's search_path is {actual!r}, not {expected!r}: something between "
@@ -253,7 +259,10 @@ async def _init_connection(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEM
             "unset WATCHKEEPER_POOLER (or set it to transaction); behind PgBouncer in session "
             "mode set track_extra_parameters = search_path (1.20+) and keep search_path out "
             "of ignore_startup_parameters.")
-    await _prepare_connection(conn)
+    if standby:
+        await _register_codecs(conn)
+    else:
+        await _prepare_connection(conn)
 
 
 async def _register_codecs(conn: asyncpg.Connection) -> None:
@@ -749,23 +758,28 @@ class Timeouts:
 
 
 async def _connect(dsn: str, schema: str, min_size: int, max_size: int,
-                   pooler: Pooler, timeouts: Timeouts | None = None
+                   pooler: Pooler, timeouts: Timeouts | None = None, *,
+                   standby: bool = False, connect_timeout: float | None = None
                    ) -> tuple[asyncpg.Pool, Pooler]:
     """Settle ``pooler`` (a probe unless ``SESSION``), make the pool and its first
-    connection; return the pool and what the connections are on the server.
+    connection; return the pool and what the connections are on the server. A
+    ``standby`` pool (``DATABASE_READ_URL``) prepares its connections for reads only;
+    ``connect_timeout`` bounds the probe and each connection (seconds; asyncpg's 60 s
+    when ``None``).
 
     Raises:
         ConfigError, DatabaseUnavailable: as :meth:`Database.open`.
     """
     found = pooler
     if found is not Pooler.SESSION:
-        with _connecting():
+        with _connecting(), anyio.fail_after(connect_timeout):
             found = await _probe(dsn, found)
     pooled = found is Pooler.TRANSACTION
-    init = functools.partial(_init_connection, schema=schema, pooler=found)
+    init = functools.partial(_init_connection, schema=schema, pooler=found, standby=standby)
     with _connecting():
         pool = await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, init=init, command_timeout=60,
+            timeout=60 if connect_timeout is None else connect_timeout,
             server_settings=None if pooled else {
                 **server_settings(schema), **(timeouts.settings() if timeouts else {})},
             statement_cache_size=0 if pooled else 100,  # asyncpg's default

@@ -15,7 +15,6 @@ cancelled by a conflict with recovery), :meth:`Standby.failed` marks it down for
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -29,7 +28,7 @@ import asyncpg
 
 from .._errors import ConfigError, WatchkeeperError
 from ._config import DEFAULT_SCHEMA, Pooler
-from ._db import QUERIES, Database, _connecting, _pooler, _probe, _register_codecs, server_settings
+from ._db import Database, _connect, _pooler
 
 __all__ = ["ReadSource", "Standby"]
 
@@ -160,42 +159,5 @@ class Standby:
             await db.pool.close()
 
     async def _connect(self) -> tuple[asyncpg.Pool, Pooler]:
-        found = self.pooler
-        with _connecting():
-            with anyio.fail_after(self.connect_timeout):
-                if found is not Pooler.SESSION:
-                    found = await _probe(self.dsn, found)
-            pooled = found is Pooler.TRANSACTION
-            pool = await asyncpg.create_pool(
-                self.dsn, min_size=0, max_size=self.max_size, command_timeout=60,
-                timeout=self.connect_timeout,
-                init=functools.partial(_prepare, schema=self.schema, pooled=pooled),
-                server_settings=None if pooled else server_settings(self.schema),
-                statement_cache_size=0 if pooled else 100)
-        assert pool is not None
-        try:
-            with _connecting():
-                await pool.release(await pool.acquire())
-        except BaseException:
-            pool.terminate()
-            raise
-        return pool, found
-
-
-async def _prepare(conn: asyncpg.Connection, *, schema: str, pooled: bool) -> None:
-    """A standby connection: the codecs, and (on a session of its own) the search path
-    check every primary connection makes; no staging tables (a standby refuses them).
-
-    Raises:
-        ConfigError: the ``search_path`` startup parameter did not reach the standby.
-    """
-    await _register_codecs(conn)
-    if pooled:
-        return
-    expected = server_settings(schema)["search_path"]
-    actual = await conn.fetchval(QUERIES["search_path"])
-    if actual != expected:
-        raise ConfigError(
-            f"the read standby's search_path is {actual!r}, not {expected!r}: something between "
-            "watchkeeper and the standby dropped the startup parameter. Fix: remove "
-            "search_path and options from DATABASE_READ_URL.")
+        return await _connect(self.dsn, self.schema, 0, self.max_size, self.pooler,
+                              standby=True, connect_timeout=self.connect_timeout)
