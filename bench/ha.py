@@ -384,7 +384,11 @@ async def inject(formation: Formation, kind: str, h: faults.Harness) -> Round:
     began = time.monotonic()
     done = Round(kind, datetime.now().astimezone(), primary_before=primary)
     if kind == "failover":
-        await asyncio.to_thread(formation.perform_failover)
+        try:
+            await asyncio.to_thread(formation.perform_failover)
+        except RuntimeError as failed:  # e.g. it timed out waiting: the formation decides
+            print(f"  {kind}: {str(failed).splitlines()[0]}; waiting for the formation",
+                  flush=True)
     elif kind == "postmaster":
         formation.kill_postmaster(primary)
     elif kind == "node":
@@ -526,6 +530,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--every", type=float, default=2.0, help="seconds between an interval's occurrences")
     add("--crons", type=int, default=10)
     add("--conditions", type=int, default=5)
+    add("--check", action="store_true",
+        help="only check that this machine can build a formation (exit 2 with the fix if not)")
     add("--keep-logs", action="store_true", help="keep the supervisors' logs")
     add("--fail-share", type=float, default=0.0, help="share of webhook requests failed")
     args = parser.parse_args(argv)
@@ -540,6 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the bench; the exit code (2 when this machine lacks pg_auto_failover)."""
     args = parse_args(argv)
     try:
+        if args.check:
+            requirements()
+            return 0
         return asyncio.run(run(args))
     except Missing as missing:
         print(f"bench/ha.py: {missing}", file=sys.stderr)

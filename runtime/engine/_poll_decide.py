@@ -289,7 +289,7 @@ async def write_polls(tx: Connection, now: datetime, decisions: Sequence[Record]
 
 async def stage_receipts(tx: Connection, receipts: Sequence[Polled],
                          states: Sequence[tuple[Claim, ConditionState, datetime]]) -> None:
-    """COPY into the session's staging tables the observation receipts of ``receipts``
+    """COPY into the transaction's staging tables the observation receipts of ``receipts``
     (one per subject; a subject compared twice: its first verdict; an observation object
     shared by several polls is staged once) and the condition states ``(claim, state,
     decided_through)``, for the statement that writes them (``condition_polls_decide``,
@@ -317,11 +317,11 @@ async def stage_receipts(tx: Connection, receipts: Sequence[Polled],
     state_rows = [(c.item.tenant_id, c.item.definition_id, USER_BINDING_ID,
                    c.trigger.condition_key, c.item.revision, s.last_definite, s.latched,
                    epoch_us(s.last_fired_at), epoch_us(through)) for c, s, through in states]
-    if observation_rows:
-        await tx.stage("wk_stage_observations", OBSERVATION_COLUMNS, observation_rows)
-        await tx.stage("wk_stage_poll_receipts", RECEIPT_COLUMNS, receipt_rows)
-    if state_rows:
-        await tx.stage("wk_stage_states", STATE_COLUMNS, state_rows)
+    # staged empty too: the statement reads them, and each exists only in the transaction
+    # that stages it
+    await tx.stage("wk_stage_observations", OBSERVATION_COLUMNS, observation_rows)
+    await tx.stage("wk_stage_poll_receipts", RECEIPT_COLUMNS, receipt_rows)
+    await tx.stage("wk_stage_states", STATE_COLUMNS, state_rows)
 
 
 OBSERVATION_COLUMNS = ("n", "subject", "source", "source_version", "observation_id", "value",

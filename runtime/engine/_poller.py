@@ -298,10 +298,11 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
                                 *budget))
         await tx.stage("wk_stage_claims", CLAIM_COLUMNS, polls)
         await tx.stage("wk_stage_advances", ADVANCE_COLUMNS, advances)
-        if quiet:
-            await stage_receipts(tx, [(c, r, e) for c, r, e, _ in quiet.values()],
-                                 [(c, j.state, c.slot.scheduled_for)
-                                  for c, _, _, j in quiet.values() if j.state is not None])
+        # staged even when no poll is quiet: the statement reads these tables, and each
+        # exists only in the transaction that stages it
+        await stage_receipts(tx, [(c, r, e) for c, r, e, _ in quiet.values()],
+                             [(c, j.state, c.slot.scheduled_for)
+                              for c, _, _, j in quiet.values() if j.state is not None])
         lost = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
             "condition_polls_claim", now, actor, *_columns(charges, 7))}
         for item, spec, window in due:

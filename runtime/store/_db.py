@@ -274,13 +274,35 @@ async def _register_codecs(conn: asyncpg.Connection) -> None:
 
 
 async def _prepare_connection(conn: asyncpg.Connection) -> None:
-    """Codecs, the session's identity (for a lost COMMIT) and its staging tables."""
+    """Codecs, the session's identity (for a lost COMMIT), and whether it may create
+    the temporary staging tables (:meth:`Connection.stage` creates them in the
+    transaction that fills them; none is made here, see ``staging_tables``).
+
+    Raises:
+        ConfigError: the user lacks the TEMPORARY privilege on the database.
+    """
     await _register_codecs(conn)
     row = await conn.fetchrow(QUERIES["backend_identity"])
     if row is not None:
         _BACKENDS[row["pid"]] = row["backend_start"]
-    # temporary tables: in the session's pg_temp schema, whatever the search path
-    await conn.execute(QUERIES["staging_tables"])
+        if not row["temporary"]:
+            raise ConfigError(
+                "permission denied to create temporary tables in this database (each "
+                "transaction that admits stages its rows in temporary tables). Fix: have the "
+                "database owner GRANT TEMPORARY ON DATABASE to the user in DATABASE_URL, or "
+                "connect as another user.")
+
+
+def _staging_statements() -> dict[str, str]:
+    """Table name -> its ``CREATE TEMP TABLE IF NOT EXISTS ... ON COMMIT DROP``
+    statement, from the ``staging_tables`` query."""
+    found = re.findall(r"(CREATE TEMP TABLE IF NOT EXISTS (\w+) \(.*?\) ON COMMIT DROP;)",
+                       QUERIES["staging_tables"], re.DOTALL)
+    return {table: statement for statement, table in found}
+
+
+STAGING = _staging_statements()
+"""Each staging table's statement (:meth:`Connection.stage` runs it before its COPY)."""
 
 
 class Database:
@@ -726,15 +748,26 @@ class Connection:
         return statements
 
     async def stage(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
-        """COPY ``rows`` (binary) into this session's staging ``table`` (see the
+        """COPY ``rows`` (binary) into the staging ``table`` (see the
         ``staging_tables`` query), inside the transaction that reads them back: far
-        cheaper to encode than arrays of parameters. Behind a transaction pooler the
-        tables are first created if this transaction's server session has none (they
-        stay with that session, emptied at every commit)."""
+        cheaper to encode than arrays of parameters. The table is created first, unless
+        this transaction made it already (stage a table the transaction reads even when
+        it has no rows for it), and dropped by the transaction's end (ON COMMIT DROP):
+        no session keeps a temporary table, so none has one to drop when it exits (that
+        drop's COMMIT would wait for a synchronous standby, for ever when it is gone),
+        and behind a transaction pooler nothing is left on a server session.
+
+        Raises:
+            StoreError: ``table`` is not a staging table, or no transaction is open.
+            DatabaseUnavailable: as every statement.
+        """
+        if table not in STAGING or not self.raw.is_in_transaction():
+            raise StoreError(f"stage {table}: a staging table ({', '.join(STAGING)}), filled "
+                             "inside a transaction")
         with translated(f"stage {table}"):
-            if self._path is not None:
-                await self.raw.execute(QUERIES["staging_tables"])
-            await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
+            await self.raw.execute(STAGING[table])
+            if rows:  # empty: the table exists for the statement that reads it, no COPY
+                await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
 
 
 @dataclass(frozen=True, slots=True)

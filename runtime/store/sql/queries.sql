@@ -112,8 +112,13 @@ FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS o (name, kind, n)
 ORDER BY o.n;
 
 -- name: staging_tables
--- Per-session staging: COPY (binary) in, INSERT ... SELECT out; emptied at every commit,
--- never shared between sessions. wk_stage_admission: a tick batch (admission_write: one
+-- Per-transaction staging: COPY (binary) in, INSERT ... SELECT out, never shared between
+-- sessions. Not run as one statement: Connection.stage creates the one table it fills, in
+-- the transaction that fills it, from this table's statement here; ON COMMIT DROP (the
+-- commit or rollback removes it), so a session holds no temporary table when it exits:
+-- a session that has one drops it on its way out in a transaction whose COMMIT waits for
+-- the synchronous standby, and a backend terminated while that standby is gone (the old
+-- primary of a failover, shutting down) then never exits. wk_stage_admission: a tick batch (admission_write: one
 -- row per candidate occurrence, the cursor columns on a plan's first row, a plan
 -- without candidates as a row without a slot); its instants (*_us) are microseconds
 -- since 1970-01-01 00:00 UTC (local_wall_us: of the naive wall time), which the client
@@ -134,7 +139,7 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_admission (
     held_behind bigint, late_policy text, deadline_seconds double precision,
     max_attempts integer, params jsonb, payload jsonb, cursor_us bigint,
     slots_seen bigint, next_due_us bigint, status text
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     tenant_id text, definition_tenant_id text, definition_id text, binding_id text, slot text,
     kind text, revision integer, owner_user_id text, agent text, message text, params jsonb,
@@ -142,43 +147,43 @@ CREATE TEMP TABLE IF NOT EXISTS wk_stage_tasks (
     late_policy text, scheduled_for timestamptz, not_before timestamptz,
     expires_at timestamptz, deadline_seconds double precision, max_attempts integer,
     held_behind bigint
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_polls (
     definition_id text, slot text, scheduled_for timestamptz, verdict text, action text,
     reason text
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_receipts (
     definition_id text, slot text, subject text, source text, source_version text,
     observation_id text, value numeric, unit text, currency text, as_of timestamptz,
     fetched_at timestamptz, status text, detail text, verdict text
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_claims (
     tenant_id text, definition_id text, binding_id text, slot text, scheduled_for_us bigint,
     revision integer, fence bigint, condition_key text, superseded integer, action text,
     reason text, verdict text, read_at_us bigint
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_advances (
     tenant_id text, definition_id text, cursor_us bigint, slots_seen bigint,
     next_due_us bigint, status text
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_decisions (
     tenant_id text, definition_id text, binding_id text, slot text, read_at_us bigint,
     verdict text, action text, reason text, task_id bigint
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_observations (
     n integer, subject text, source text, source_version text, observation_id text,
     value numeric, unit text, currency text, as_of_us bigint, fetched_at_us bigint,
     status text, detail text
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_poll_receipts (
     tenant_id text, definition_id text, binding_id text, slot text, observation integer,
     verdict text
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 CREATE TEMP TABLE IF NOT EXISTS wk_stage_states (
     tenant_id text, definition_id text, binding_id text, condition_key text,
     revision integer, last_definite boolean, latched boolean, last_fired_at_us bigint,
     decided_through_us bigint
-) ON COMMIT DELETE ROWS;
+) ON COMMIT DROP;
 
 -- name: admission_planner
 -- Admission joins a batch of keys to tables that are hot in cache: index lookups are
@@ -1237,7 +1242,11 @@ UPDATE runs SET outcome = 'rejected_stale', finished_at = $3, error = $4, usage 
 WHERE tenant_id = $1 AND run_id = $2 AND outcome IN ('running', 'lease_lost');
 
 -- name: backend_identity
-SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+-- and whether this user may create the staging tables (Connection.stage, in each
+-- transaction that fills one): checked once per session, so a missing grant is named at start.
+SELECT pid, backend_start,
+       has_database_privilege(current_database(), 'TEMPORARY') AS temporary
+FROM pg_stat_activity WHERE pid = pg_backend_pid();
 
 -- name: backend_terminate
 -- Waits up to $3 ms for the session to exit (PostgreSQL >= 14).
