@@ -44,10 +44,11 @@ before it, and after it until the formation has a primary and a secondary again)
 
 Seconds until admission resumes: from the moment the round's fault was injected (this
 host's clock, which is PostgreSQL's: same machine) to the end of the longest pause
-between two consecutive task admissions (``tasks.admitted_at``) in the round (the last
-admission before the fault counts as the pause's possible start). Outside a failover
-admissions come every tick (0.5 s) with definitions due every second, so the pause is
-the outage.
+between two consecutive task admissions (``tasks.admitted_at``) in the round, which
+ends where the next round's fault begins (the last one: at the cutoff); the last
+admission before the fault counts as the pause's possible start. Outside a failover
+admissions come at almost every tick (0.5 s: 100 definitions due every 2 s by default),
+so the pause is the outage.
 
 Usage::
 
@@ -300,9 +301,22 @@ class Formation:
         """``pg_autoctl perform failover`` (returns once the monitor has a new primary)."""
         self.run("perform", "failover", "--pgdata", self.pgdata("monitor"), timeout=120)
 
+    def postmaster(self, name: str) -> int | None:
+        """The pid in ``name``'s ``postmaster.pid`` (``None``: no such file now)."""
+        try:
+            return int((self.root / name / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def kill_postmaster(self, name: str) -> int:
-        """SIGKILL ``name``'s postmaster; its pid."""
-        pid = int((self.root / name / "postmaster.pid").read_text().split()[0])
+        """SIGKILL ``name``'s postmaster; its pid.
+
+        Raises:
+            RuntimeError: ``name`` has no postmaster running.
+        """
+        pid = self.postmaster(name)
+        if pid is None:
+            raise RuntimeError(f"{name} has no postmaster.pid")
         os.kill(pid, signal.SIGKILL)
         return pid
 
@@ -390,7 +404,13 @@ async def inject(formation: Formation, kind: str, h: faults.Harness) -> Round:
             print(f"  {kind}: {str(failed).splitlines()[0]}; waiting for the formation",
                   flush=True)
     elif kind == "postmaster":
-        formation.kill_postmaster(primary)
+        killed = formation.kill_postmaster(primary)
+        deadline = time.monotonic() + 120
+        while formation.postmaster(primary) in (None, killed):  # the keeper restarts it
+            h.reap()
+            if time.monotonic() > deadline:
+                raise TimeoutError("the keeper did not restart the postmaster in 120 s")
+            await asyncio.sleep(0.2)
     elif kind == "node":
         formation.kill_node(primary)
         deadline = time.monotonic() + 120
@@ -466,9 +486,9 @@ async def run(args: argparse.Namespace) -> int:
             await asyncio.to_thread(h.drain)
             await asyncio.sleep(1.0)  # the receiver answers what was in flight
             figures, bad = await faults.measure(h, cutoff)
-            for done in rounds:
-                times = await admissions(dsn, done.injected - timedelta(seconds=30),
-                                         done.injected + timedelta(seconds=120))
+            ends = [r.injected for r in rounds[1:]] + [cutoff]
+            for done, end in zip(rounds, ends, strict=True):  # a round ends where the next begins
+                times = await admissions(dsn, done.injected - timedelta(seconds=30), end)
                 measured = resumption(times, done.injected)
                 if measured is not None:
                     done.resumed_seconds, done.pause_seconds = measured
