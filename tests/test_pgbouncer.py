@@ -8,7 +8,7 @@ is read back over a direct connection to the same database, never through PgBoun
 The traps of transaction pooling, each met here: named prepared statements (the
 statement cache is off behind a pooler), session state (``search_path`` set by every
 transaction for itself; PgBouncer 1.18 refuses it as a startup parameter), the
-admission staging tables (temporary, so per server session), session advisory locks
+admission staging tables (temporary: made and dropped by each transaction), session advisory locks
 (migrations and replays hold transaction-scoped ones), and settling a lost COMMIT by a
 server session the pooler may have handed on. There is no LISTEN anywhere.
 """
