@@ -136,6 +136,7 @@ if TYPE_CHECKING:
     from ._units import registry as unit_registry
     from ._units import threshold_in as threshold_in
     from ._values import Importance as Importance
+    from ._values import plain_decimal as plain_decimal
     from ._zones import WallKind as WallKind
     from ._zones import WallTime as WallTime
     from ._zones import ZoneChoice as ZoneChoice
@@ -163,7 +164,8 @@ __all__ = [
     "AgentSpec", "AtTrigger", "CronTrigger", "Delivery", "Ends", "IntervalTrigger", "Lateness",
     "Limits", "OutputPromise", "Spec", "SpecV1", "canonical_json", "check_endpoint_name",
     "parse_spec", "WallKind",
-    "WallTime", "classify_wall", "Importance", "load_zone", "require_aware", "tzdata_version",
+    "WallTime", "classify_wall", "Importance", "plain_decimal", "load_zone", "require_aware",
+    "tzdata_version",
     "ConditionTrigger", "SourceRef", "MAX_DEPTH", "MAX_LEAVES", "AllOf", "AnyOf", "Comparison",
     "Evaluation", "Leaf", "NotOf", "Predicate", "Verdict", "evaluate", "subjects_of",
     "ConditionMode", "ConditionState", "EdgeAction", "EdgeStep", "not_admitted", "step",
@@ -242,7 +244,7 @@ _SOURCES = {
         "unit_registry", "threshold_in",
     ),
     "._values": (
-        "Importance",
+        "Importance", "plain_decimal",
     ),
     "._zones": (
         "WallKind", "WallTime", "ZoneChoice", "ZoneKind", "check_zone", "classify_wall",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 from datetime import timedelta
+from decimal import Decimal
 from typing import Annotated
 
 from pydantic import WithJsonSchema
 
-__all__ = ["Duration", "Importance"]
+__all__ = ["Duration", "Importance", "plain_decimal"]
 
 Duration = Annotated[timedelta, WithJsonSchema({"anyOf": [
     {"type": "string", "format": "duration", "description": "ISO 8601, e.g. 'PT30M'"},
@@ -30,3 +31,17 @@ class Importance(enum.StrEnum):
     def rank(self) -> int:
         """0 for low, 1 for normal, 2 for high."""
         return ("low", "normal", "high").index(self.value)
+
+
+def plain_decimal(value: Decimal) -> str:
+    """A finite decimal as plain positional text without trailing zeros: how costs are
+    shown and stored (``Decimal("0.003881600000000000")`` -> ``"0.0038816"``,
+    ``Decimal("1E+1")`` -> ``"10"``, ``Decimal("0.00")`` -> ``"0"``); never scientific
+    notation, never rounded.
+
+    Raises:
+        ValueError: ``value`` is NaN or infinite.
+    """
+    if not value.is_finite():
+        raise ValueError(f"{value} is not a finite decimal")
+    return format(value.normalize(), "f") if value else "0"

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from watchkeeper.triggers import Importance, format_utc
+from watchkeeper.triggers import Importance, format_utc, plain_decimal
 
 from .._errors import BudgetExceeded
 from ._answer import COST_DECIMAL_PLACES, COST_STEP, storable_problem
@@ -104,7 +104,7 @@ class Usage:
         (``"0.00144"``, ``"10"``)."""
         return {"model_requests": self.model_requests, "tool_attempts": self.tool_attempts,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_usd": format(self.cost_usd.normalize(), "f")}
+                "cost_usd": plain_decimal(self.cost_usd)}
 
 
 class BudgetGuard:
@@ -214,12 +214,19 @@ class BudgetGuard:
         for name, limit in zip(_MEASURES, self.limits, strict=True):
             value = getattr(totals, name)
             if limit is not None and value > limit:
+                shown, most = _shown(value), _shown(limit)
                 if after:
                     raise BudgetExceeded(
-                        f"{name}: the run reported usage that brings the task to {value}, past "
-                        f"its limit of {limit} (charged after the run: it could not be stopped "
+                        f"{name}: the run reported usage that brings the task to {shown}, past "
+                        f"its limit of {most} (charged after the run: it could not be stopped "
                         "before it reported)")
-                raise BudgetExceeded(f"{name}: {value} would exceed the task's limit of {limit}")
+                raise BudgetExceeded(f"{name}: {shown} would exceed the task's limit of {most}")
+
+
+def _shown(amount: int | Decimal) -> str:
+    """A count as it is; a cost as a plain decimal (``0.0038816``, not
+    ``0.003881600000000000``: a request's cost carries 18 places)."""
+    return plain_decimal(amount) if isinstance(amount, Decimal) else str(amount)
 
 
 @dataclass
@@ -284,7 +291,14 @@ class ContinuedFrom:
 
 @dataclass(frozen=True, slots=True)
 class OccurrenceInfo:
-    """The occurrence a task was admitted for (UTC instants; lateness in seconds)."""
+    """The occurrence a task was admitted for (UTC instants).
+
+    Attributes:
+        late: admitted past its ``expires_at``.
+        start_lateness_seconds: seconds from the task's ``not_before`` to its first start
+            (0 or more): when the run began, not when it was admitted (the history's
+            ``admission_lateness_seconds``).
+    """
 
     slot: str
     kind: str
@@ -292,7 +306,7 @@ class OccurrenceInfo:
     not_before: datetime
     expires_at: datetime
     late: bool
-    lateness_seconds: float
+    start_lateness_seconds: float
 
 
 @dataclass(frozen=True)
@@ -452,7 +466,8 @@ class AgentRunner(Protocol):
 class DigestAgent:
     """The default agent: no model; a deterministic digest of the schedule facts.
 
-    The report names the definition, the occurrence (slot, scheduled time, lateness),
+    The report names the definition, the occurrence (slot, scheduled time, start
+    lateness: how long after ``not_before`` the run started),
     for a condition's task the observations that made it fire (``params["trigger"]``:
     value, unit, as_of, source version), and the previous reports, so every
     occurrence's report is distinct.
@@ -466,7 +481,8 @@ class DigestAgent:
             "",
             f"- occurrence: `{occ.slot}` ({occ.kind})",
             f"- scheduled for: {format_utc(occ.scheduled_for)}",
-            f"- lateness: {occ.lateness_seconds:.1f} s" + (" (admitted late)" if occ.late else ""),
+            f"- start lateness: {occ.start_lateness_seconds:.1f} s"
+            + (" (admitted late)" if occ.late else ""),
             f"- definition: {ctx.tenant_id}/{ctx.definition_id} revision {ctx.revision}, "
             f"binding {ctx.binding_id}, owner {ctx.owner_user_id}",
             f"- attempt: {ctx.attempt}",

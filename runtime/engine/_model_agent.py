@@ -63,7 +63,7 @@ from pydantic_ai.retries import AsyncHTTPX2TenacityTransport, RetryConfig, wait_
 from pydantic_ai.usage import UsageLimits
 from tenacity import retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from watchkeeper.triggers import Importance, ModelAgentParams, format_utc
+from watchkeeper.triggers import Importance, ModelAgentParams, format_utc, plain_decimal
 
 from .._errors import AgentError, WatchkeeperError
 from ._agents import AgentContext, AgentResult, Continuation
@@ -222,7 +222,8 @@ class _BudgetedModel(WrapperModel):
             # no usage block (some servers omit it; a prompt is never 0 tokens): the
             # cost is unknown, so the reservation stands as what it cost
             log.warning("task %s/%s: the model's response has no usage; its reservation of "
-                        "%s USD stands as its cost", self.ctx.tenant_id, self.ctx.task_id, reserved)
+                        "%s USD stands as its cost", self.ctx.tenant_id, self.ctx.task_id,
+                        plain_decimal(reserved))
             await self.ctx.budget.true_up(reserved_usd=reserved, cost_usd=reserved,
                                           output_tokens=usage.output_tokens)
             return response
@@ -362,7 +363,7 @@ def _prompt(ctx: AgentContext) -> str:
         "title": ctx.title, "owner": ctx.owner_user_id, "occurrence": occ.slot,
         "kind": occ.kind, "scheduled_for": format_utc(occ.scheduled_for),
         "admitted_late": occ.late,
-        "started_seconds_after_not_before": round(occ.lateness_seconds, 1),
+        "start_lateness_seconds": round(occ.start_lateness_seconds, 1),
         "attempt": ctx.attempt, "root": ctx.root,
         "sources_in_scope": ctx.sources.offered() if ctx.sources is not None else [],
     }
