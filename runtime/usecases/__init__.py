@@ -9,8 +9,8 @@ Modules: principals and tokens (``_principals``); propose / confirm / pause / re
 cancel (``_definitions``) and their read models (``_definition_views``); trigger-now and
 review (``_manual``); history and reports (``_history``); a condition's poll timeline
 (``_polls``); which server a read goes to, the hot standby or the primary (``_reads``);
-the checks every door applies to its input (``_input``); the report's
-spending shape every door shows (``_report_models``);
+the checks every door applies to its input (``_input``); the response shapes of
+history and reports every door answers (``_response_models``);
 supervisors, the tasks none of them can take and the outbox backlog
 (``_status``); deliveries and
 redelivery (``_deliveries``); webhook endpoints (``_webhooks``); notification
@@ -124,6 +124,7 @@ if TYPE_CHECKING:
     from ._proposals import checked_proposal as checked_proposal
     from ._proposals import describe as describe
     from ._proposals import preview_spec as preview_spec
+    from ._proposals import proposal_view as proposal_view
     from ._proposals import propose_spec as propose_spec
     from ._reads import ReadNote as ReadNote
     from ._reads import ReadSource as ReadSource
@@ -137,8 +138,12 @@ if TYPE_CHECKING:
     from ._replay import remove_replay as remove_replay
     from ._replay import replay as replay
     from ._replay import replay_window as replay_window
-    from ._report_models import ReportSpending as ReportSpending
-    from ._report_models import UsageTotals as UsageTotals
+    from ._response_models import HistoryEntryOut as HistoryEntryOut
+    from ._response_models import HistoryEventOut as HistoryEventOut
+    from ._response_models import HistoryPageOut as HistoryPageOut
+    from ._response_models import ReportOut as ReportOut
+    from ._response_models import ReportSpending as ReportSpending
+    from ._response_models import UsageTotals as UsageTotals
     from ._specfile import load_data as load_data
     from ._specfile import load_registrations as load_registrations
     from ._specfile import load_spec as load_spec
@@ -164,7 +169,8 @@ if TYPE_CHECKING:
     from ._webhooks import rotate_secret_key as rotate_secret_key
 
 __all__ = [
-    "ReportSpending", "UsageTotals",
+    "HistoryEntryOut", "HistoryEventOut", "HistoryPageOut", "ReportOut", "ReportSpending",
+    "UsageTotals",
     "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
     "authorize", "Capability", "principal_kind", "reading_scope", "visible_tenant",
     "DEFINITIONS_CURSOR", "HISTORY_CURSOR", "POLLS_CURSOR", "decode_cursor", "encode_cursor",
@@ -185,7 +191,7 @@ __all__ = [
     "get_preferences", "parse_channels", "parse_importance", "parse_quiet",
     "PreferencesInput", "set_preferences", "Actor", "add_user", "authenticate",
     "check_tenant", "list_users", "OPERATOR", "REPLAY_TENANT_PREFIX", "resolve_actor",
-    "UserPrincipal", "describe", "preview_spec", "ProposalView", "propose_spec",
+    "UserPrincipal", "describe", "preview_spec", "ProposalView", "proposal_view", "propose_spec",
     "checked_proposal",
     "ReadNote", "ReadSource", "current_reads", "noting_reads", "read_standby",
     "load_replay_definitions", "prune_replays", "remove_replay", "replay", "replay_window",
@@ -252,7 +258,8 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "PROBLEM_KINDS", "PROBLEM_TYPE_BASE", "ProblemKind", "problem_kind",
     ),
     "._proposals": (
-        "ProposalView", "checked_proposal", "describe", "preview_spec", "propose_spec",
+        "ProposalView", "checked_proposal", "describe", "preview_spec", "proposal_view",
+        "propose_spec",
     ),
     "._reads": (
         "ReadNote", "ReadSource", "current_reads", "noting_reads", "read_standby",
@@ -261,8 +268,9 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
         "ReplayDefinition", "ReplaySummary", "load_replay_definitions", "prune_replays",
         "remove_replay", "replay", "replay_window",
     ),
-    "._report_models": (
-        "ReportSpending", "UsageTotals",
+    "._response_models": (
+        "HistoryEntryOut", "HistoryEventOut", "HistoryPageOut", "ReportOut", "ReportSpending",
+        "UsageTotals",
     ),
     "._specfile": (
         "load_data", "load_registrations", "load_spec", "load_spec_data",

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from watchkeeper.triggers import OPERATOR_TENANT, SpecError, format_utc
+from watchkeeper.triggers import OPERATOR_TENANT, SpecError, format_utc, plain_decimal
 
 from .._errors import NotFound
 from ..store._db import Database
@@ -23,7 +24,7 @@ from ._polls import require_definition
 from ._reads import on_standby
 
 __all__ = ["HISTORY_STATUSES", "HistoryEntry", "HistoryEvent", "HistoryPage", "HistoryQuery",
-           "history", "next_step", "report", "shorten", "task_entry"]
+           "history", "local_time", "next_step", "report", "shorten", "task_entry"]
 
 HISTORY_STATUSES = frozenset({
     "admitted", "skipped_expired", "review_required", "skipped_review", "skipped_overrun",
@@ -49,9 +50,24 @@ class HistoryQuery:
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    """One occurrence and what followed it."""
+    """One occurrence and what followed it: ``row`` holds the occurrence's columns
+    (``scheduled_for``, ``zone``, ``decision``, ``late``, ...), the task's, the runs',
+    the receipt's and the deliveries', under the names every door answers
+    (:class:`~._response_models.HistoryEntryOut`): ``admission_lateness_seconds``
+    (seconds from ``not_before`` to the admission decision) and ``local``
+    (``scheduled_for`` in ``zone``, ISO 8601 with its offset, to the second). Build one
+    from a ``history_rows`` row with :meth:`from_row`."""
 
     row: Mapping[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> HistoryEntry:
+        """The entry of a ``history_rows`` row (its ``lateness_seconds`` column is the
+        admission lateness)."""
+        named = dict(row)
+        named["admission_lateness_seconds"] = named.pop("lateness_seconds")
+        named["local"] = local_time(named["scheduled_for"], named["zone"])
+        return cls(named)
 
     def __getitem__(self, key: str) -> Any:
         return self.row[key]
@@ -137,7 +153,7 @@ async def _history(db: Database, query: HistoryQuery) -> HistoryPage:
             rows = await tx.fetch("history_page_tenant", query.tenant_id, query.definition_id,
                                   owned, query.status, query.since, query.until, *after,
                                   query.limit, query.user_id)
-    entries = [HistoryEntry(dict(r)) for r in rows]
+    entries = [HistoryEntry.from_row(r) for r in rows]
     events = await db.fetch("events_page", query.tenant_id, query.definition_id, None, None,
                             max(query.limit, 50))
     position = entries[-1].key if len(entries) == query.limit else None
@@ -222,6 +238,13 @@ def next_step(row: Mapping[str, Any]) -> str | None:
     return template.format(**{k: row.get(k) for k in keys})
 
 
+def local_time(instant: datetime, zone: str) -> str:
+    """The aware ``instant`` as a local time in the IANA ``zone``, ISO 8601 with its UTC
+    offset, to the second (``2026-12-02T11:31:12+01:00``): how a preview shows an
+    occurrence, also for a manual one (whose instant has microseconds)."""
+    return instant.astimezone(ZoneInfo(zone)).isoformat(timespec="seconds")
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return format_utc(value) if value.tzinfo else value.isoformat()
@@ -264,7 +287,7 @@ async def _task_entry(db: Database, tenant_id: str, task_id: int) -> HistoryEntr
     row = await db.fetchrow("history_task", tenant_id, task_id)
     if row is None:
         raise NotFound(f"no task {tenant_id}/{task_id}")
-    return HistoryEntry(dict(row))
+    return HistoryEntry.from_row(row)
 
 
 async def report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
@@ -290,6 +313,6 @@ async def _report(db: Database, tenant_id: str, task_id: int) -> dict[str, Any]:
     assert spent is not None  # an aggregate always answers one row
     usage = {name: int(spent[name]) for name in ("model_requests", "tool_attempts",
                                                   "input_tokens", "output_tokens")}
-    usage["cost_usd"] = format(spent["cost_usd"].normalize(), "f") if spent["cost_usd"] else "0"
+    usage["cost_usd"] = plain_decimal(spent["cost_usd"])
     return {**dict(row), "model": spent["model"], "roots": int(spent["roots"]),
             "runs": int(spent["runs"]), "tool_calls": int(spent["tool_calls"]), "usage": usage}

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from watchkeeper.triggers import (
     OPERATOR_TENANT,
@@ -98,7 +99,7 @@ async def trigger_now(db: Database, clock: Clock, actor: Actor, tenant_id: str,
         if not units:
             raise Conflict(f"{definition_id} has no binding {binding[0]}/{binding[1]}")
     now = clock.now()
-    slot = Slot(utc_slot_key(now), now, "UTC", now.replace(tzinfo=None))
+    slot = _manual_slot(now, item.compiled.zone)
     lateness = LatenessVerdict(Decision.ADMITTED, False, timedelta(0),
                                f"manual trigger by {actor.label}")
     candidates = tuple(
@@ -118,6 +119,15 @@ async def trigger_now(db: Database, clock: Clock, actor: Actor, tenant_id: str,
     if claimed == 0 and not report.recovered:
         decisions = {k: "duplicate" for k in decisions}
     return TriggerResult(slot.key, decisions, report.recovered)
+
+
+def _manual_slot(now: datetime, zone: str) -> Slot:
+    """The slot of a manual occurrence at the aware instant ``now``: keyed by the UTC
+    instant (microseconds included: two triggers 600 ms apart are two occurrences), read
+    in the definition's ``zone`` as a scheduled occurrence is (its local wall time and
+    fold there), so history shows it in that zone, not in UTC."""
+    local = now.astimezone(ZoneInfo(zone))
+    return Slot(utc_slot_key(now), now, zone, local.replace(tzinfo=None), local.fold)
 
 
 async def _read_back(db: Database, plan: Plan) -> dict[tuple[str, str], str]:

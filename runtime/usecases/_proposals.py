@@ -51,7 +51,7 @@ from ._keys import Principal
 from ._principals import UserPrincipal
 
 __all__ = ["BUILT_IN_AGENTS", "ProposalView", "agent_warnings", "checked_proposal",
-           "describe", "preview_spec", "propose_spec"]
+           "describe", "preview_spec", "proposal_view", "propose_spec"]
 
 PREVIEW_COUNT = 5
 
@@ -229,8 +229,22 @@ async def propose_spec(db: Database, clock: Clock, principal: Principal, *, defi
     proposal = await propose(db, clock, tenant_id=principal.tenant_id,  # type: ignore[union-attr]
                              definition_id=definition_id, owner_user_id=owner, spec=parsed,
                              proposed_by=principal.label, based_on=based_on)
-    return ProposalView(proposal, parsed, describe(parsed), preview_spec(parsed, clock.now()),
-                        await agent_warnings(db, parsed))
+    return await proposal_view(db, proposal, parsed, clock.now())
+
+
+async def proposal_view(db: Database, proposal: Proposal, spec: Spec,
+                        now: datetime) -> ProposalView:
+    """What to show about the recorded ``proposal`` of ``spec``: its summary in plain
+    words, the next occurrences strictly after the aware instant ``now``, and the
+    warnings (the spec's, then an agent no supervisor has offered). Every door answers
+    a proposal with this (the API, the MCP tools, ``propose --json``).
+
+    Raises:
+        SpecError: field ``after``: ``now`` naive or outside
+            :data:`~._input.INSTANT_RANGE`.
+    """
+    return ProposalView(proposal, spec, describe(spec), preview_spec(spec, now),
+                        await agent_warnings(db, spec))
 
 
 async def checked_proposal(db: Database, tenant_id: str, definition_id: str, owner: str,

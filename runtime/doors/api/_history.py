@@ -45,7 +45,7 @@ async def history(svc: Svc, principal: Authenticated,
                   since: InstantQuery = None, until: InstantQuery = None,
                   limit: Annotated[int, Query(ge=1, le=500)] = 50,
                   cursor: Annotated[str | None, Query(max_length=2000)] = None) -> dict[str, Any]:
-    """Each occurrence with its six facts (decision, lateness, task, runs, receipt,
+    """Each occurrence with its six facts (decision, admission lateness, task, runs, receipt,
     deliveries) and one recommended next step, newest first; keyset-paged with an opaque
     cursor (constant cost per page however deep). A user sees their own."""
     tenant, owner = uc.reading_scope(principal)
@@ -67,7 +67,7 @@ def _entry(entry: uc.HistoryEntry) -> dict[str, Any]:
 @router.get("/tasks/{task_id}", response_model=HistoryEntryOut, tags=["history"],
             summary="One task and its six facts")
 async def task(svc: Svc, principal: Authenticated, task_id: TaskId) -> dict[str, Any]:
-    """The occurrence, its decision and lateness, the task, every run (attempt, outcome,
+    """The occurrence, its decision and admission lateness, the task, every run (attempt, outcome,
     fencing token, error), the receipt and the deliveries, and the next step."""
     tenant, _ = uc.reading_scope(principal)
     entry = await uc.task_entry(svc.db, tenant, task_id)

@@ -1,5 +1,7 @@
 """Request and response bodies of the HTTP API (pydantic; they are its OpenAPI 3.1
-schema). Instants are ISO 8601 with an offset; durations are seconds."""
+schema). Instants are ISO 8601 with an offset; durations are seconds. History and
+report bodies are the use cases' (``HistoryEntryOut``, ``HistoryEventOut``,
+``HistoryPageOut``, ``ReportOut``): the MCP tools answer the same definitions."""
 
 from __future__ import annotations
 
@@ -8,13 +10,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from watchkeeper.runtime.usecases import Instant, ReportSpending
+from watchkeeper.runtime.usecases import (
+    HistoryEntryOut,
+    HistoryEventOut,
+    HistoryPageOut,
+    Instant,
+    ReportOut,
+)
 from watchkeeper.triggers import ENDPOINT_NAME_PATTERN, IDENTIFIER_PATTERN
 
 __all__ = [
     "CancelIn", "ConfirmIn", "ConfirmationOut", "DefinitionList", "DefinitionOut",
     "DefinitionSummary", "DeliveryList", "DeliveryOut", "EndpointIn", "EndpointList",
-    "EndpointOut", "EventOut", "FenceOut", "HistoryEntryOut", "HistoryPageOut", "NoteIn",
+    "EndpointOut", "FenceOut", "HistoryEntryOut", "HistoryEventOut", "HistoryPageOut", "NoteIn",
     "PollList", "PollOut", "PreferencesIn", "PreferencesOut", "PreviewIn", "PreviewItemOut",
     "PreviewOut", "ProposalOut", "ProposeIn", "ReportOut", "ReviewIn", "ReviewOut",
     "RotateIn", "SPEC_MARKER", "SecretOut", "SpecJson", "TickOut", "TriggerIn", "TriggerOut",
@@ -239,79 +247,6 @@ class DefinitionOut(DefinitionSummary):
         "The revision awaiting the owner's confirmation (null: none)."))
     revisions: list[RevisionOut]
     next: list[PreviewItemOut] = Field(default_factory=list)
-
-
-class HistoryEntryOut(_Out):
-    """One occurrence and its six facts."""
-
-    tenant_id: str
-    definition_tenant_id: str
-    definition_id: str
-    binding_id: str
-    slot: str
-    kind: str
-    revision: int
-    scheduled_for: datetime
-    not_before: datetime
-    expires_at: datetime
-    zone: str | None
-    decision: str
-    reason: str | None
-    late: bool
-    lateness_seconds: float
-    owner_user_id: str | None
-    task_id: int | None
-    task_status: str | None
-    status_reason: str | None
-    attempts: int | None
-    content_sha256: str | None
-    verified: bool | None
-    committed_at: datetime | None
-    importance: str | None
-    runs: list[dict[str, Any]] | None = Field(description=(
-        "Each run (attempt) in order: attempt, root, outcome (succeeded, failed, "
-        "budget_exceeded, continued, timed_out, lease_lost, rejected_stale, ...), worker, "
-        "lease_token, started_at, finished_at, error, model, usage (model_requests, "
-        "tool_attempts, input_tokens, output_tokens, cost_usd), tool_calls (tool, source, "
-        "subject, status, and the observation or the refusal's reason) and continuation "
-        "(the intent the run ended with: reason, instructions, status accepted or refused, "
-        "and the refusal)."))
-    deliveries: list[dict[str, Any]] | None
-    outcome: str
-    next_step: str | None
-
-
-class EventOut(_Out):
-    """A decision that claims no occurrence: a range of skipped slots, a fenced-out plan."""
-
-    tenant_id: str
-    definition_id: str
-    binding_id: str
-    kind: str
-    first_slot: str | None
-    last_slot: str | None
-    count: int
-    reason: str
-    recorded_at: datetime
-
-
-class HistoryPageOut(_Out):
-    items: list[HistoryEntryOut]
-    events: list[EventOut]
-    next_cursor: str | None
-
-
-class ReportOut(ReportSpending, _Out):
-    tenant_id: str
-    task_id: int
-    markdown: str
-    importance: str
-    content_sha256: str
-    output_ref: str
-    verified: bool
-    verification: str
-    finished_at: datetime
-    committed_at: datetime
 
 
 class PollOut(_Out):

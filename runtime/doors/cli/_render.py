@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -60,42 +60,68 @@ def definitions_table(rows: Iterable[Mapping[str, Any]]) -> Table:
 
 def history_table(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent],
                   title: str) -> Table:
-    """The six facts per occurrence, oldest first, with ranges and other events."""
-    table = Table(title=title, show_lines=True)
-    for name in ("scheduled_for (UTC)", "definition / slot / kind", "decision", "lateness",
-                 "task", "runs", "report", "delivery", "next step"):
-        table.add_column(name, overflow="fold")
+    """The six facts per occurrence, oldest first, with ranges and other events.
+
+    Readable in 100 columns: the essential columns (when in UTC and local, definition
+    and kind, decision and admission lateness, task) never wrap; the details (slot,
+    reason, runs, receipt, notices, next step) fold in the last column, one fact a
+    line."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_lines=True, pad_edge=False,
+                  collapse_padding=True)
+    for name in ("scheduled (UTC)\nlocal", "definition\nkind",
+                 "decision\nadmission lateness", "task"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("details", overflow="fold", ratio=1, min_width=24)
     rows: list[tuple[datetime, list[str]]] = []
     for e in entries:
         rows.append((e["scheduled_for"], _entry_cells(e)))
     for ev in events:
         r = ev.row
+        when = r["last_at"] or r["recorded_at"]
         span = r["first_slot"] if r["count"] <= 1 else f"{r['first_slot']} .. {r['last_slot']}"
-        rows.append((r["last_at"] or r["recorded_at"], [
-            _utc(r["last_at"] or r["recorded_at"]), f"{span} ({r['count']})", r["kind"], "",
-            "", "", "", "", r["reason"]]))
+        rows.append((when, [_when(when), f"{r['definition_id']}\nrange", r["kind"], "",
+                            f"slots {span} ({r['count']})\n{r['reason']}"]))
     for _, cells in sorted(rows, key=lambda item: item[0]):
         table.add_row(*(Text(cell) for cell in cells))  # text, never markup: agents wrote it
     return table
 
 
+def _when(instant: datetime, local: str | None = None) -> str:
+    """An instant as UTC to the minute (to the second when it has seconds), and below
+    it the local time with its offset (the date too when it differs)."""
+    clock = "%H:%M:%S" if instant.second or instant.microsecond else "%H:%M"
+    utc = instant.astimezone(UTC)
+    text = utc.strftime(f"%Y-%m-%d {clock}")
+    if local:
+        there = datetime.fromisoformat(local)
+        day = "" if there.date() == utc.date() else "%m-%d "
+        offset = there.strftime("%z")
+        text += "\n" + there.strftime(f"{day}{clock} ") + f"{offset[:3]}:{offset[3:]}"
+    return text
+
+
 def _entry_cells(e: HistoryEntry) -> list[str]:
-    zone = ZoneInfo(e["zone"]) if e["zone"] else None
-    local = e["scheduled_for"].astimezone(zone).strftime("%Y-%m-%d %H:%M %z") if zone else ""
-    task = "" if e["task_id"] is None else f"#{e['task_id']} {e['task_status']}"
+    from watchkeeper.triggers import USER_BINDING_ID  # not at import: it loads the spec
+
+    task = "" if e["task_id"] is None else f"#{e['task_id']}\n{e['task_status']}"
     if e["run_status"]:
-        task = f"run: {e['run_status']}"
-    runs = ", ".join(_run_cell(u) for u in (e["runs"] or []))
-    report = ""
+        task = f"run\n{e['run_status']}"
+    kind = e["kind"] if e["binding_id"] == USER_BINDING_ID else f"{e['kind']}\n{e['binding_id']}"
+    details = [f"slot {e['slot']}"]
+    if e["decision"] != "admitted" or e["kind"] == "manual":
+        details.append(str(e["reason"]))
+    details += [f"run {_run_cell(u)}" for u in (e["runs"] or [])]
     if e["content_sha256"]:
-        report = f"{'verified' if e['verified'] else 'NOT verified'} {e['content_sha256'][:10]}"
-    delivery = ", ".join(f"{d['channel']}:{d['status']} x{d['attempts']}"
-                         for d in (e["deliveries"] or []))
-    lateness = f"{e['lateness_seconds']:.1f} s" + (" late" if e["late"] else "")
-    return [f"{_utc(e['scheduled_for'])}\n{local}",
-            f"{e['definition_id']}\n{e['slot']}\n{e['kind']} / {e['binding_id']}",
-            f"{e['decision']}\n{e['reason']}", lateness, task, runs, report, delivery,
-            e.next_step or ""]
+        details.append(f"report {'verified' if e['verified'] else 'NOT verified'} "
+                       f"{e['content_sha256'][:10]}")
+    if e["deliveries"]:
+        details.append("notices " + ", ".join(f"{d['channel']} {d['status']} x{d['attempts']}"
+                                              for d in e["deliveries"]))
+    if e.next_step:
+        details.append(f"next: {e.next_step}")
+    return [_when(e["scheduled_for"], e["local"]), f"{e['definition_id']}\n{kind}",
+            f"{e['decision']}\n{e['admission_lateness_seconds']:.1f} s"
+            + (", late" if e["late"] else ""), task, "\n".join(details)]
 
 
 def _run_cell(u: dict[str, Any]) -> str:
@@ -123,7 +149,8 @@ def history_lines(entries: Sequence[HistoryEntry], events: Sequence[HistoryEvent
     lines: list[tuple[datetime, str]] = []
     for e in entries:
         facts = [f"{e['decision']}" + (f" ({e['reason']})" if e["decision"] != "admitted" else ""),
-                 f"lateness {e['lateness_seconds']:.1f} s" + (" (late)" if e["late"] else "")]
+                 f"admission lateness {e['admission_lateness_seconds']:.1f} s"
+                 + (" (late)" if e["late"] else "")]
         if e["task_id"] is not None:
             runs = e["runs"] or []
             facts.append(f"task #{e['task_id']} {e['task_status']}, {len(runs)} run(s)"

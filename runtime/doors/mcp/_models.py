@@ -1,6 +1,8 @@
 """What the tools answer: pydantic models, published as each tool's ``outputSchema``
 and sent as its ``structuredContent`` (with the same JSON as text, for clients that read
-text only). Instants are ISO 8601 UTC; durations are seconds.
+text only). Instants are ISO 8601 UTC; durations are seconds. History and reports
+answer the use cases' models (``HistoryEntryOut``, ``HistoryPageOut``, ``ReportOut``),
+the HTTP API's own.
 
 A refused call answers a :class:`ToolProblem` instead (``isError``), in the shape of the
 HTTP API's RFC 9457 problem details.
@@ -13,12 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from watchkeeper.runtime.usecases import ReportSpending
+from watchkeeper.runtime.usecases import HistoryEntryOut, HistoryPageOut, ReportOut
 
 __all__ = [
     "Agreement", "AgreementList", "AgreementSummary", "ConfirmHint", "FieldProblem",
-    "HistoryEntry", "HistoryEvent", "HistoryPage", "Poll", "PollList", "PreviewItem",
-    "Proposal", "Report", "Revision", "ScheduleOutlook", "TaskReport", "ToolProblem",
+    "HistoryEntryOut", "HistoryPageOut", "Poll", "PollList", "PreviewItem", "Proposal",
+    "ReportOut", "Revision", "ScheduleOutlook", "TaskReport", "ToolProblem",
 ]
 
 
@@ -161,83 +163,11 @@ class Agreement(AgreementSummary):
     next: list[PreviewItem] = Field(default_factory=list)
 
 
-class HistoryEntry(_Out):
-    """One occurrence and its six facts: the decision and lateness, the task, its runs,
-    the receipt, the deliveries, and one recommended next step."""
-
-    tenant_id: str
-    definition_id: str
-    binding_id: str
-    slot: str
-    kind: str
-    revision: int
-    scheduled_for: datetime
-    decision: str
-    reason: str | None
-    late: bool
-    lateness_seconds: float
-    owner_user_id: str | None
-    task_id: int | None
-    task_status: str | None
-    status_reason: str | None
-    attempts: int | None
-    content_sha256: str | None
-    verified: bool | None
-    committed_at: datetime | None
-    runs: list[dict[str, Any]] | None = Field(description=(
-        "Each run (attempt) in order: attempt, root, outcome (succeeded, failed, "
-        "budget_exceeded, continued, timed_out, lease_lost, rejected_stale, ...), worker, "
-        "lease_token, started_at, finished_at, error, model, usage (model_requests, "
-        "tool_attempts, input_tokens, output_tokens, cost_usd), tool_calls (tool, source, "
-        "subject, status, and the observation or the refusal's reason) and continuation "
-        "(the intent the run ended with: reason, instructions, status accepted or refused, "
-        "and the refusal)."))
-    deliveries: list[dict[str, Any]] | None
-    outcome: str = Field(description="The furthest fact reached.")
-    next_step: str | None = Field(description="What a person could do next (null: nothing).")
-
-
-class HistoryEvent(_Out):
-    """A decision that claims no occurrence: a range of skipped slots, a fenced-out plan."""
-
-    tenant_id: str
-    definition_id: str
-    binding_id: str
-    kind: str
-    first_slot: str | None
-    last_slot: str | None
-    count: int
-    reason: str
-    recorded_at: datetime
-
-
-class HistoryPage(_Out):
-    """History, newest first."""
-
-    items: list[HistoryEntry]
-    events: list[HistoryEvent]
-    next_cursor: str | None = Field(description="Pass it as cursor for the next page (null: "
-                                                "last page).")
-
-
-class Report(ReportSpending, _Out):
-    """A committed report and its receipt."""
-
-    markdown: str
-    importance: str
-    content_sha256: str
-    output_ref: str
-    verified: bool
-    verification: str
-    finished_at: datetime
-    committed_at: datetime
-
-
 class TaskReport(_Out):
     """A task's six facts, and its report when one was committed."""
 
-    task: HistoryEntry
-    report: Report | None = Field(description="Null while the task has not committed one.")
+    task: HistoryEntryOut
+    report: ReportOut | None = Field(description="Null while the task has not committed one.")
 
 
 class Poll(_Out):

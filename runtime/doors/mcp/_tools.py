@@ -36,11 +36,11 @@ from ._auth import principal_of
 from ._models import (
     Agreement,
     AgreementList,
-    HistoryEntry,
-    HistoryPage,
+    HistoryEntryOut,
+    HistoryPageOut,
     PollList,
     Proposal,
-    Report,
+    ReportOut,
     ScheduleOutlook,
     TaskReport,
 )
@@ -188,18 +188,18 @@ class Tools:
                                                         "or task status (e.g. completed).")] = None,
         since: Instant = None, until: Instant = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20, cursor: Cursor = None,
-    ) -> Annotated[CallToolResult, HistoryPage]:
+    ) -> Annotated[CallToolResult, HistoryPageOut]:
         """Task history, newest first: each occurrence with its six facts (decision and
-        lateness, task, runs, receipt, deliveries) and one recommended next step, plus
+        admission lateness, task, runs, receipt, deliveries) and one recommended next step, plus
         the skipped ranges; filtered by agreement, owner, status and scheduled time;
         paged with next_cursor."""
-        async def run() -> HistoryPage:
+        async def run() -> HistoryPageOut:
             uc.check_identifiers({"definition_id": definition_id, "user": user})
             tenant, owner = uc.reading_scope(await self._principal(ctx))
             page = await uc.history(self.db, uc.HistoryQuery(
                 tenant, definition_id, owner or user, status, since, until, limit,
                 uc.decode_cursor(cursor, uc.HISTORY_CURSOR)))  # type: ignore[arg-type]
-            return HistoryPage(items=[_entry(e) for e in page.entries],
+            return HistoryPageOut(items=[_entry(e) for e in page.entries],
                                events=[dict(e.row) for e in page.events],
                                next_cursor=uc.encode_cursor(page.after))
         return await _reply(run, definition_id=definition_id, user=user, status=status,
@@ -221,7 +221,8 @@ class Tools:
                 row = await uc.report(self.db, tenant, task_id)
             except NotFound:
                 return TaskReport(task=_entry(entry), report=None)
-            return TaskReport(task=_entry(entry), report=Report(**row, markdown=row["content_md"]))
+            return TaskReport(task=_entry(entry),
+                              report=ReportOut(**row, markdown=row["content_md"]))
         return await _reply(run)
 
     async def condition_timeline(
@@ -255,8 +256,8 @@ class Tools:
         return view
 
 
-def _entry(entry: uc.HistoryEntry) -> HistoryEntry:
-    return HistoryEntry(**entry.row, outcome=entry.outcome, next_step=entry.next_step)
+def _entry(entry: uc.HistoryEntry) -> HistoryEntryOut:
+    return HistoryEntryOut(**entry.row, outcome=entry.outcome, next_step=entry.next_step)
 
 
 async def _reply(run: Any, **arguments: Any) -> CallToolResult:
