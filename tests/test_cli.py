@@ -93,7 +93,7 @@ async def test_propose_confirm_trigger_tick_history(db: Database, db_dsn: str,
     assert json.loads(out)["tasks"] == {"completed": 1}
     _, out, _ = await cli("history", "holdings", "--tenant", "demo", "--json", dsn=db_dsn,
                           home=tmp_path)
-    (entry,) = json.loads(out)["entries"]
+    (entry,) = json.loads(out)["items"]
     assert (entry["kind"], entry["decision"], entry["task_status"], entry["verified"]) == (
         "manual", "admitted", "completed", True)
     assert [d["status"] for d in entry["deliveries"]] == ["delivered"]
@@ -231,7 +231,7 @@ async def test_webhook_outbox_from_the_command_line(db: Database, db_dsn: str,
             2, 2, 1, 0)
         _, out, _ = await cli("history", "hooked", "--tenant", "acme", "--json", dsn=db_dsn,
                               home=tmp_path)
-        (entry,) = json.loads(out)["entries"]
+        (entry,) = json.loads(out)["items"]
         assert [(d["status"], d["attempts"], d["redeliveries"])
                 for d in entry["deliveries"]] == [("delivered", 1, 1)]
         _, out, _ = await cli("deliveries", "--tenant", "acme", "--attempts", dsn=db_dsn,

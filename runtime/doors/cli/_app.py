@@ -77,8 +77,9 @@ class _Console(Console):
 
 
 out = _Console()
-if not out.is_terminal:  # a pipe or a file: do not fold tables to 80 columns
-    out = _Console(width=140)
+if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+    out = _Console(width=140)  # a pipe or a file: do not fold tables to 80 columns, unless
+    # COLUMNS says how wide (as rich takes it for a terminal)
 err = Console(stderr=True)
 if not err.is_terminal:  # keep each message on one line for grep and scripts
     err = Console(stderr=True, soft_wrap=True)

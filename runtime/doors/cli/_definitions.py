@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import NoOccurrenceError, SpecError, format_utc
+from watchkeeper.triggers import SpecError, format_utc
 
 from ._app import (
     INSTANT_HELP,
@@ -30,7 +30,6 @@ from ._render import preview_table
 
 if TYPE_CHECKING:
     from watchkeeper.runtime import Database, Settings
-    from watchkeeper.triggers import Spec
 
 __all__: list[str] = []
 
@@ -95,39 +94,31 @@ def propose_cmd(
     by: Annotated[str, typer.Option(help="The proposing agent principal.")] = "agent:cli",
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Record a proposed revision; the owner must confirm it with the printed hash."""
-    from watchkeeper.triggers import preview
-
+    """Record a proposed revision; the owner must confirm it with the printed hash.
+    ``--json`` prints the HTTP API's answer (summary, next, warnings, confirm, ...)."""
     config = settings()
     try:
         data = uc.load_spec_data(spec_file)
     except SpecError as exc:
         raise (fail_json(exc) if as_json else fail_input(exc)) from exc
 
-    async def run(db: Database, _: Settings) -> tuple[uc.Proposal, Spec]:
+    async def run(db: Database, _: Settings) -> uc.ProposalView:
         # every problem at once: the id, the owner, the spec and its webhook destinations
         checked = await uc.checked_proposal(db, tenant, definition, owner, data,
                                             config.min_interval_delta)
-        return await uc.propose(db, await uc.database_clock(db), tenant_id=tenant,
-                                definition_id=definition, owner_user_id=owner, spec=checked,
-                                proposed_by=by, based_on=based_on), checked
-    proposal, spec = with_db(run, json_errors=as_json)
-    try:
-        items = preview(spec.bounded_calendar(), datetime.now(UTC), 5)
-    except NoOccurrenceError:
-        items = []
-    if as_json:
-        emit_json({"tenant_id": tenant, "definition_id": definition, "revision": proposal.revision,
-                   "spec_hash": proposal.spec_hash,
-                   "needs_confirmation": proposal.needs_confirmation,
-                   "title": spec.title, "notes": spec.notes,
-                   "effective": spec.effective(), "next": [i.to_json() for i in items],
-                   "warnings": [w.to_json() for w in spec.warnings]})
+        proposal = await uc.propose(db, await uc.database_clock(db), tenant_id=tenant,
+                                    definition_id=definition, owner_user_id=owner,
+                                    spec=checked, proposed_by=by, based_on=based_on)
+        return await uc.proposal_view(db, proposal, checked, datetime.now(UTC))
+    view = with_db(run, json_errors=as_json)
+    if as_json:  # the HTTP API's answer (ProposalOut): the same names and the same values
+        emit_json({**view.to_json(), "confirm": view.confirm_at()})
         return
+    proposal, spec, items = view.proposal, view.spec, view.next
     out.print(f"{tenant}/{definition} revision {proposal.revision}: what the owner is asked to "
               "confirm (the hash covers all of it):")
     emit_json(spec.effective())
-    for warning in spec.warnings:
+    for warning in view.warnings:
         out.print(f"note: {warning}", markup=False, highlight=False)
     polls = spec.trigger.type == "condition"
     out.print(preview_table(items, "its next polls (a task runs only when the condition fires)"

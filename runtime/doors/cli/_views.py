@@ -199,24 +199,33 @@ def history_cmd(
     since: Annotated[str | None, typer.Option(help=f"Scheduled at or after ({INSTANT_HELP}).")] = None,
     until: Annotated[str | None, typer.Option(help=f"Scheduled before ({INSTANT_HELP}).")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    cursor: Annotated[str | None, typer.Option(help="Continue after this cursor (next_cursor "
+                                                    "of the previous page).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=(
+        "Print the HTTP API's answer: {items, events, next_cursor}."))] = False,
 ) -> None:
-    """Every occurrence with its decision, lateness, task, runs, report and delivery."""
-    query = uc.HistoryQuery(tenant, definition, user, status,
-                            instant(since, "--since") if since else None,
-                            instant(until, "--until") if until else None, limit)
+    """Every occurrence with its decision, admission lateness, task, runs, report and
+    delivery, newest first in pages (the table prints them oldest first)."""
+    since_at = instant(since, "--since") if since else None
+    until_at = instant(until, "--until") if until else None
 
     async def run(db: Database, _: Settings) -> uc.HistoryPage:
-        with options(status="--status", limit="--limit"):
-            return await uc.history(db, query)
+        with options(status="--status", limit="--limit", cursor="--cursor"):
+            after = uc.decode_cursor(cursor, uc.HISTORY_CURSOR)
+            return await uc.history(db, uc.HistoryQuery(
+                tenant, definition, user, status, since_at, until_at, limit,
+                after))  # type: ignore[arg-type]
     page = with_db(run)
+    following = uc.encode_cursor(page.after)
     if as_json:
-        emit_json({"entries": [e.to_json() for e in page.entries],
-                   "events": [e.to_json() for e in page.events],
-                   "next_after": [format_utc(x) if isinstance(x, datetime) else x
-                                  for x in page.after] if page.after else None})
+        emit_json(uc.HistoryPageOut(
+            items=[{**e.row, "outcome": e.outcome, "next_step": e.next_step}
+                   for e in page.entries],
+            events=[e.row for e in page.events], next_cursor=following).model_dump())
         return
     out.print(history_table(page.entries, page.events, f"history {definition or ''}".strip()))
+    if following:
+        err.print(f"more: --cursor '{following}'")
 
 
 @app.command("polls")
