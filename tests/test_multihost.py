@@ -104,9 +104,8 @@ async def test_no_read_write_host_is_an_outage_not_a_configuration_error(db_dsn:
 
 async def test_a_write_on_a_standby_is_an_outage_and_its_session_is_dropped(db_dsn: str) -> None:
     """A URL without target_session_attrs lands on a read-only server after a 'failover':
-    any write answers DatabaseUnavailable (never StoreError, which would end a loop; a
-    new session writes nothing before its first statement: its staging tables are made
-    by the transactions that fill them). A session that
+    a new session (read-only: not pooled) and any write answer DatabaseUnavailable (never
+    StoreError, which would end a loop). A session that
     answers read-only to a write is dropped, so the next one connects anew; once the
     server is read-write again the next write succeeds."""
     async with Database.open(two_hosts(db_dsn, attrs=None), migrate=False, min_size=1,

@@ -280,17 +280,24 @@ async def _prepare_connection(conn: asyncpg.Connection) -> None:
 
     Raises:
         ConfigError: the user lacks the TEMPORARY privilege on the database.
+        asyncpg.ReadOnlySQLTransactionError: the session is read-only (a hot standby, or
+            ``default_transaction_read_only``): it is not pooled, and the pool's caller
+            sees an outage (:func:`translated`), as it would at its first write there.
     """
     await _register_codecs(conn)
     row = await conn.fetchrow(QUERIES["backend_identity"])
-    if row is not None:
+    if row["pid"] is not None:
         _BACKENDS[row["pid"]] = row["backend_start"]
-        if not row["temporary"]:
-            raise ConfigError(
-                "permission denied to create temporary tables in this database (each "
-                "transaction that admits stages its rows in temporary tables). Fix: have the "
-                "database owner GRANT TEMPORARY ON DATABASE to the user in DATABASE_URL, or "
-                "connect as another user.")
+    if not row["temporary"]:
+        raise ConfigError(
+            "permission denied to create temporary tables in this database (each "
+            "transaction that admits stages its rows in temporary tables). Fix: have the "
+            "database owner GRANT TEMPORARY ON DATABASE to the user in DATABASE_URL, or "
+            "connect as another user.")
+    if row["read_only"]:
+        raise asyncpg.ReadOnlySQLTransactionError(
+            "the session is read-only (a standby, or default_transaction_read_only): "
+            "not pooled for writes")
 
 
 def _staging_statements() -> dict[str, str]:

@@ -1244,9 +1244,12 @@ WHERE tenant_id = $1 AND run_id = $2 AND outcome IN ('running', 'lease_lost');
 -- name: backend_identity
 -- and whether this user may create the staging tables (Connection.stage, in each
 -- transaction that fills one): checked once per session, so a missing grant is named at start.
-SELECT pid, backend_start,
-       has_database_privilege(current_database(), 'TEMPORARY') AS temporary
-FROM pg_stat_activity WHERE pid = pg_backend_pid();
+-- Also whether the session is read-only (a standby, or default_transaction_read_only):
+-- such a session is not pooled, as when its first statement wrote.
+SELECT a.pid, a.backend_start,
+       has_database_privilege(current_database(), 'TEMPORARY') AS temporary,
+       current_setting('transaction_read_only') = 'on' AS read_only
+FROM (SELECT pg_backend_pid() AS me) s LEFT JOIN pg_stat_activity a ON a.pid = s.me;
 
 -- name: backend_terminate
 -- Waits up to $3 ms for the session to exit (PostgreSQL >= 14).
