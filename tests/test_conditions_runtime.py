@@ -815,3 +815,88 @@ async def test_a_quiet_poll_decided_at_its_claim_is_stored_as_step_3_stores_it(
     # every_edge: 03:00 and 07:00 (after an unknown and a false); with the cooldown too
     # (4 h apart); first_match: 03:00, then complete
     assert fired == 3 * 2 + 3 * 2 + 3
+
+
+async def test_a_poll_the_store_refuses_at_its_claim_is_recorded_failed_all_the_same(
+        db: Database, clock: FakeClock) -> None:
+    """The database refuses the receipt of a quiet poll that would be decided at its claim
+    (its reading kept from the instant's first pass): the claim's one statement fails, so
+    the claim is made again without deciding anything in it, and step 3 records that
+    poll 'failed' as it would have without the shortcut; the pass does not raise (a
+    StoreError out of poll_once ends the supervisor's poll loop), and the next passes of
+    the instant go on deciding their quiet polls at the claim."""
+    await db.pool.execute("""
+        CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.definition_id = 'boom' THEN RAISE EXCEPTION 'receipt refused'; END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_boom BEFORE INSERT ON observation_receipts
+          FOR EACH ROW EXECUTE FUNCTION refuse_boom();""")
+    script = Script(default=11)
+    sources = registry_of(script, clock=clock)
+    me = await owner(db, clock)
+    for name in ("a", "boom", "c"):
+        await confirmed(db, clock, condition(LE_10), definition_id=name, principal=me)
+    clock.advance(HOUR)
+    passes = []
+    while (report := await poll_once(db, clock, sources, actor="t", limit=1)).claimed:
+        passes.append([(e.definition_id, e.verdict, e.action) for e in report.events])
+    assert passes == [[("a", "false", "none")], [("boom", "false", "failed")],
+                      [("c", "false", "none")]]
+    at = utc("2026-06-01T01:00Z")
+    assert script.calls == [("AAPL", at)]
+    rows = await db.pool.fetch(
+        "SELECT definition_id, slot, scheduled_for, superseded, status, read_at, verdict, "
+        "action, reason, task_id, claimed_at, decided_at "
+        "FROM condition_polls ORDER BY definition_id")
+    none = "false: AAPL 11 USD/share <= 10 USD/share (false: re-armed)"
+    assert [tuple(r) for r in rows] == [
+        (name, "2026-06-01T01:00:00Z", at, 1, "decided", at, "false", action, reason, None,
+         at, at)
+        for name, action, reason in (
+            ("a", "none", none),
+            ("boom", "failed", "the store refused this poll's decision (condition_polls_decide: "
+                               "receipt refused); nothing admitted"),
+            ("c", "none", none))]
+    receipts = await db.pool.fetch(
+        "SELECT definition_id, slot, subject, value, status, verdict FROM observation_receipts "
+        "ORDER BY definition_id")
+    assert [tuple(r) for r in receipts] == [
+        (name, "2026-06-01T01:00:00Z", "AAPL", Decimal(11), "ok", "false") for name in "ac"]
+    states = await db.pool.fetch(
+        "SELECT definition_id, revision, last_definite, latched, last_fired_at, "
+        "decided_through, updated_at FROM condition_state ORDER BY definition_id")
+    assert [tuple(r) for r in states] == [(name, 1, False, False, None, at, at)
+                                          for name in "ac"]
+    assert await db.pool.fetchval("SELECT count(*) FROM occurrences") == 0
+    assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 0
+
+
+async def test_the_events_of_a_pass_decided_at_its_claim_are_in_definition_order(
+        db: Database, clock: FakeClock) -> None:
+    """A pass whose every poll is decided at its claim reports its events in (tenant,
+    definition) order, as a pass that decides them in step 3 does — not in the claim's
+    order (next_due_at first): 'm' and 'z' poll every 30 minutes and missed 00:30, 'a'
+    polls hourly; at 01:00 the first pass (limit 1) claims 'm' and reads AAPL, the
+    second finds the reading kept and decides 'z' and 'a' at their claim."""
+    sources = registry_of(Script(default=11), clock=clock)
+    me = await owner(db, clock)
+    for name, every in (("m", "PT30M"), ("z", "PT30M"), ("a", "PT1H")):
+        await confirmed(db, clock, condition(LE_10, poll=every), definition_id=name,
+                        principal=me)
+    first = (await poll_once(db, clock, sources, actor="t")).events
+    assert [(e.definition_id, e.action) for e in first] == [("a", "none"), ("m", "none"),
+                                                           ("z", "none")]
+    clock.advance(HOUR)
+    due = await db.pool.fetch("SELECT definition_id, next_due_at FROM definitions "
+                              "ORDER BY next_due_at, definition_id")
+    assert [(r["definition_id"], r["next_due_at"].minute) for r in due] == [
+        ("m", 30), ("z", 30), ("a", 0)]
+    one = (await poll_once(db, clock, sources, actor="t", limit=1)).events
+    assert [(e.definition_id, e.action) for e in one] == [("m", "none")]
+    two = await poll_once(db, clock, sources, actor="t")
+    assert [(e.definition_id, e.at, e.action) for e in two.events] == [
+        ("a", utc("2026-06-01T01:00Z"), "none"), ("z", utc("2026-06-01T01:00Z"), "none")]
+    assert await db.pool.fetchval(
+        "SELECT count(*) FROM condition_polls WHERE claimed_at = decided_at") == 6

@@ -59,7 +59,7 @@ from watchkeeper.triggers import (
     load_zone,
 )
 
-from ..store._db import Connection, Database
+from ..store._db import Connection, Database, StoreError
 from ..store._specs import cached_spec, spec_from_json
 from ._clock import Clock
 from ._lanes import lanes as in_lanes
@@ -123,11 +123,19 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
     report.abandoned = len(await db.fetch("condition_polls_abandon", now, now - ABANDON_AFTER,
                                           tenant_id))
     registry = registry or Registry()
-    claims, denied, quiet = await _claim(db, now, limit, actor, tenant_id, sources)
+    try:
+        claims, denied, quiet = await _claim(db, now, limit, actor, tenant_id, sources)
+    except _RefusedAtClaim as refusal:
+        # rolled back, nothing claimed: claim again, every poll decided in step 3, which
+        # records a poll the store refuses 'failed' and decides the others alone
+        log.warning("the store refused the claim of %d poll(s) decided at it (%s); claiming "
+                    "again without deciding any", refusal.count, refusal.__cause__)
+        claims, denied, quiet = await _claim(db, now, limit, actor, tenant_id, sources,
+                                             decide=False)
     report.claimed = len(claims) + len(denied) + len(quiet)
     report.events.extend(denied)
     if not claims:
-        report.events.extend(quiet)
+        report.events.extend(sorted(quiet, key=_definition_order))
         return report
     observations = await _shared_reads(sources, claims, clock, concurrency, read_timeout)
     decided = sorted(_evaluated(sources, claims, observations),
@@ -150,8 +158,23 @@ async def poll_once(db: Database, clock: Clock, sources: SourceRegistry, *, acto
             tg.start_soon(decide, index)
     # the events in the order of a pass that decides every poll in step 3
     report.events.extend(sorted([*quiet, *(e for i in range(len(chunks)) for e in results[i])],
-                                key=lambda e: (e.tenant_id, e.definition_id)))
+                                key=_definition_order))
     return report
+
+
+def _definition_order(event: PollEvent) -> tuple[str, str]:
+    """The order of a pass's decided events: (tenant, definition), as step 3 decides
+    them — whether decided there or at the claim (whose order is next_due_at first)."""
+    return event.tenant_id, event.definition_id
+
+
+class _RefusedAtClaim(Exception):
+    """The store refused a claim that decided ``count`` quiet polls (a receipt or state
+    it will not take: the claim's one statement failed, and the claim rolled back)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
 
 
 _Key = tuple[str, str, str]  # source name, version, subject
@@ -235,13 +258,18 @@ _Window = Any  # triggers.DueWindow
 
 
 async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id: str | None,
-                 sources: SourceRegistry
+                 sources: SourceRegistry, *, decide: bool = True
                  ) -> tuple[list[Claim], list[PollEvent], list[PollEvent]]:
-    """Step 1: lock the due definitions, advance them, and insert their polls; a quiet
-    poll whose readings this process kept from an earlier pass of its poll instant is
-    decided here too (:func:`_decided_at_claim`). Returns the claims still to read and
-    decide, the events of the polls denied by the polling budget, and those of the quiet
-    polls decided."""
+    """Step 1: lock the due definitions, advance them, and insert their polls; with
+    ``decide``, a quiet poll whose readings this process kept from an earlier pass of its
+    poll instant is decided here too (:func:`_decided_at_claim`). Returns the claims still
+    to read and decide, the events of the polls denied by the polling budget, and those
+    of the quiet polls decided.
+
+    Raises:
+        _RefusedAtClaim: the store refused the claim while it decided quiet polls (the
+            transaction rolled back; claim again without ``decide``).
+    """
     claims: list[Claim] = []
     early: list[PollEvent] = []
     decided_now: list[PollEvent] = []
@@ -273,7 +301,7 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
         pending = [Claim(item, spec.trigger, window.candidate, window.count - 1)
                    for item, spec, window in due
                    if not isinstance(budgets.get((item.tenant_id, item.definition_id)), str)]
-        quiet = await _decided_at_claim(tx, sources, pending)
+        quiet = await _decided_at_claim(tx, sources, pending) if decide else {}
         polls, charges = [], []
         for item, spec, window in due:
             trigger = spec.trigger
@@ -298,13 +326,20 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
                                 *budget))
         await tx.stage("wk_stage_claims", CLAIM_COLUMNS, polls)
         await tx.stage("wk_stage_advances", ADVANCE_COLUMNS, advances)
-        # staged even when no poll is quiet: the statement reads these tables, and each
-        # exists only in the transaction that stages it
-        await stage_receipts(tx, [(c, r, e) for c, r, e, _ in quiet.values()],
-                             [(c, j.state, c.slot.scheduled_for)
-                              for c, _, _, j in quiet.values() if j.state is not None])
-        lost = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
-            "condition_polls_claim", now, actor, *_columns(charges, 7))}
+        try:
+            # staged even when no poll is quiet: the statement reads these tables, and each
+            # exists only in the transaction that stages it
+            await stage_receipts(tx, [(c, r, e) for c, r, e, _ in quiet.values()],
+                                 [(c, j.state, c.slot.scheduled_for)
+                                  for c, _, _, j in quiet.values() if j.state is not None])
+            lost = {(r["tenant_id"], r["definition_id"], r["slot"]) for r in await tx.fetch(
+                "condition_polls_claim", now, actor, *_columns(charges, 7))}
+        except StoreError as exc:
+            # one quiet poll's receipt or state refused fails the whole claim; step 3 would
+            # have recorded that poll 'failed' and decided the others
+            if not quiet:
+                raise
+            raise _RefusedAtClaim(len(quiet)) from exc
         for item, spec, window in due:
             slot = window.candidate
             if lost and (item.tenant_id, item.definition_id, slot.key) in lost:
