@@ -15,12 +15,14 @@ import pytest
 from _helpers import confirmed, definition, occurrences, owner, tasks, utc
 from _pgproxy import Fault, PgProxy
 
+from watchkeeper.runtime._errors import DatabaseUnavailable
+from watchkeeper.runtime.engine import _poller as poller_module
 from watchkeeper.runtime.engine._agents import AgentCatalog
 from watchkeeper.runtime.engine._clock import FakeClock
 from watchkeeper.runtime.engine._poller import poll_once
 from watchkeeper.runtime.engine._worker import Worker
 from watchkeeper.runtime.store._db import Database
-from watchkeeper.runtime.usecases import confirm, pause, propose, resume
+from watchkeeper.runtime.usecases import cancel, confirm, pause, propose, resume
 from watchkeeper.sources import CallableSource, SourceRegistry
 from watchkeeper.triggers import Observation, parse_spec
 
@@ -900,3 +902,260 @@ async def test_the_events_of_a_pass_decided_at_its_claim_are_in_definition_order
         ("a", utc("2026-06-01T01:00Z"), "none"), ("z", utc("2026-06-01T01:00Z"), "none")]
     assert await db.pool.fetchval(
         "SELECT count(*) FROM condition_polls WHERE claimed_at = decided_at") == 6
+
+
+@pytest.mark.parametrize("fault", [Fault.DROP_ACK, Fault.DROP_COMMIT])
+async def test_a_lost_commit_of_a_claim_that_decides_quiet_polls(
+        db: Database, proxied_db: Database, proxy: PgProxy, clock: FakeClock,
+        fault: Fault) -> None:
+    """The COMMIT of a claim that decides its quiet polls (their reading kept from the
+    instant's first pass) loses its acknowledgement: the pass raises CommitOutcomeUnknown
+    (the loop's backoff), and whether the server committed (DROP_ACK) or not
+    (DROP_COMMIT) the next pass leaves exactly what a pass without the fault stores —
+    each poll once, decided, with its receipt, state and one charge of its budget."""
+    script = Script(default=11)
+    sources = registry_of(script, clock=clock)
+    me = await owner(db, clock)
+    for name in ("a", "b", "c"):
+        await confirmed(db, clock, condition(LE_10, limits={"max_polls_per_period": 5}),
+                        definition_id=name, principal=me)
+    clock.advance(HOUR)
+    first = (await poll_once(db, clock, sources, actor="t", limit=1)).events
+    assert [(e.definition_id, e.action) for e in first] == [("a", "none")]
+    proxy.arm(fault)  # the next COMMIT through the proxy: the second pass's claim
+    with pytest.raises(DatabaseUnavailable):
+        await poll_once(proxied_db, clock, sources, actor="t")
+    assert proxy.statistics().faults == 1
+    again = (await poll_once(db, clock, sources, actor="t")).events
+    assert [(e.definition_id, e.action) for e in again] == (
+        [] if fault is Fault.DROP_ACK else [("b", "none"), ("c", "none")])
+    assert (await poll_once(db, clock, sources, actor="t")).claimed == 0
+    at = utc("2026-06-01T01:00Z")
+    assert script.calls == [("AAPL", at)]
+    rows = await db.pool.fetch(
+        "SELECT definition_id, slot, superseded, status, read_at, verdict, action, task_id, "
+        "claimed_at, decided_at FROM condition_polls ORDER BY definition_id")
+    assert [tuple(r) for r in rows] == [
+        (name, "2026-06-01T01:00:00Z", 1, "decided", at, "false", "none", None, at, at)
+        for name in "abc"]
+    receipts = await db.pool.fetch(
+        "SELECT definition_id, subject, value, verdict FROM observation_receipts "
+        "ORDER BY definition_id")
+    assert [tuple(r) for r in receipts] == [(name, "AAPL", Decimal(11), "false")
+                                            for name in "abc"]
+    states = await db.pool.fetch(
+        "SELECT definition_id, last_definite, latched, decided_through FROM condition_state "
+        "ORDER BY definition_id")
+    assert [tuple(r) for r in states] == [(name, False, False, at) for name in "abc"]
+    used = await db.pool.fetch("SELECT definition_id, used FROM poll_budget_ledger "
+                               "ORDER BY definition_id")
+    assert [tuple(r) for r in used] == [(name, 1) for name in "abc"]
+    due = await db.pool.fetch("SELECT DISTINCT next_due_at FROM definitions")
+    assert [r["next_due_at"] for r in due] == [utc("2026-06-01T02:00Z")]
+
+
+async def test_a_poll_decided_at_its_claim_overtakes_an_older_one_still_reading(
+        db: Database, db_dsn: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Supervisor A claims 00:01 of 'c' and 'd' and hangs in its read (true). Supervisor
+    B (its own registry) polls 00:02 one definition a pass: 'c' reads AAPL (false) and is
+    decided in step 3; 'd' finds the reading kept and is decided at its claim (quiet:
+    false) while A's 00:01 of 'd' is still 'reading'. A then decides 00:01: both polls are
+    superseded (B's decided first; the true reading fires nothing and stores no state),
+    and 00:03 (true) is an edge for both, after the false."""
+    release, reading = anyio.Event(), anyio.Event()
+
+    async def read(subject: str, at: datetime) -> Any:
+        if at.minute == 1:
+            reading.set()
+            await release.wait()
+            return 9
+        return 11 if at.minute == 2 else 9
+
+    stepped: list[tuple[str, str, int]] = []
+    decide = poller_module.decide_polls
+
+    async def counted(db_: Database, clock_: Any, chunk: Any, actor: str, *args: Any) -> Any:
+        stepped.extend((actor, c.item.definition_id, c.slot.scheduled_for.minute)
+                       for c, _, _ in chunk)
+        return await decide(db_, clock_, chunk, actor, *args)
+
+    monkeypatch.setattr(poller_module, "decide_polls", counted)
+    me = await owner(db, clock)
+    for name in ("c", "d"):
+        await confirmed(db, clock, condition(LE_10, poll="PT1M"), definition_id=name,
+                        principal=me)
+    clock.advance(60)
+    slow: list[Any] = []
+    async with Database.open(db_dsn, migrate=False, max_size=2) as other:
+        b_sources = registry_of(read, clock=clock)
+
+        async def poller_a() -> None:
+            slow.extend((await poll_once(db, clock, registry_of(read, clock=clock),
+                                         actor="a")).events)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poller_a)
+            await reading.wait()  # A has claimed 00:01 of c and d and waits in its read
+            clock.advance(60)
+            fast = [(e.definition_id, e.verdict, e.action) for n in (1, 2) for e in (
+                await poll_once(other, clock, b_sources, actor="b", limit=1)).events]
+            reading_d = await db.pool.fetch(
+                "SELECT to_char(scheduled_for, 'HH24:MI') AS at, status, action "
+                "FROM condition_polls WHERE definition_id = 'd' ORDER BY scheduled_for")
+            release.set()
+    assert fast == [("c", "false", "none"), ("d", "false", "none")]
+    # B's 00:02 of 'd' was decided at its claim, never in step 3
+    assert sorted(stepped) == [("a", "c", 1), ("a", "d", 1), ("b", "c", 2)]
+    assert [tuple(r) for r in reading_d] == [("00:01", "reading", None),
+                                             ("00:02", "decided", "none")]
+    assert [(e.definition_id, e.verdict, e.action) for e in slow] == [
+        ("c", "true", "superseded"), ("d", "true", "superseded")]
+    t1, t2 = utc("2026-06-01T00:01Z"), utc("2026-06-01T00:02Z")
+    rows = await db.pool.fetch(
+        "SELECT definition_id, scheduled_for, claimed_by, claimed_at, read_at, verdict, "
+        "action, reason, task_id, decided_at FROM condition_polls ORDER BY definition_id, "
+        "scheduled_for")
+    overtaken = ("overtaken: the poll of 2026-06-01T00:02:00Z was decided first; this older "
+                 "reading changes nothing (true: AAPL 9 USD/share <= 10 USD/share)")
+    none = "false: AAPL 11 USD/share <= 10 USD/share (false: re-armed)"
+    assert [tuple(r) for r in rows] == [
+        row for name in "cd" for row in (
+            (name, t1, "a", t1, t1, "true", "superseded", overtaken, None, t2),
+            (name, t2, "b", t2, t2, "false", "none", none, None, t2))]
+    states = await db.pool.fetch("SELECT definition_id, last_definite, latched, "
+                                 "last_fired_at, decided_through FROM condition_state "
+                                 "ORDER BY definition_id")
+    assert [tuple(r) for r in states] == [(name, False, False, None, t2) for name in "cd"]
+    receipts = await db.pool.fetch("SELECT definition_id, slot, value, verdict FROM "
+                                   "observation_receipts ORDER BY definition_id, slot")
+    assert [tuple(r) for r in receipts] == [
+        row for name in "cd" for row in ((name, "2026-06-01T00:01:00Z", Decimal(9), "true"),
+                                         (name, "2026-06-01T00:02:00Z", Decimal(11), "false"))]
+    assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 0
+    clock.advance(60)
+    later = (await poll_once(db, clock, registry_of(read, clock=clock), actor="c")).events
+    assert [(e.definition_id, e.verdict, e.action) for e in later] == [
+        ("c", "true", "fired"), ("d", "true", "fired")]
+    assert await db.pool.fetchval("SELECT count(*) FROM tasks") == 2
+
+
+async def test_changes_between_the_passes_of_an_instant_store_what_one_pass_stores(
+        db: Database, clock: FakeClock, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same seven definitions in two tenants over five hourly instants (readings 11,
+    9, unknown, 11, 9). acme polls each instant in one pass (step 3 decides every poll);
+    globex one definition a pass, its first pass reading AAPL for 'a0', so the later
+    passes decide their quiet polls at the claim — and between its first and second pass
+    (before acme's one pass) the definitions change: at 02:00 'd' is reconfirmed with a
+    new threshold (fresh state) and 'e' paused; at 03:00 'e' resumed and 'f' cancelled.
+    'b' has a budget of two polls a day, 'c' a 4 h cooldown, 'g' is first_match. Every
+    poll, receipt, state, budget, occurrence, task and definition is the same in both
+    tenants, and so are the events; in globex only 'a0' and the polls that fire went
+    through step 3."""
+    hours = [utc(f"2026-06-01T0{h}:00Z") for h in range(1, 6)]
+    values = dict(zip(hours, [11, 9, None, 11, 9], strict=True))
+    specs = {"a0": condition(LE_10), "b": condition(LE_10, limits={"max_polls_per_period": 2}),
+             "c": condition(LE_10, cooldown="PT4H"), "d": condition(LE_10),
+             "e": condition(LE_10), "f": condition(LE_10),
+             "g": condition(LE_10, mode="first_match")}
+    principals, registries = {}, {}
+    events: dict[str, list[tuple[Any, ...]]] = {"acme": [], "globex": []}
+    for tenant in ("acme", "globex"):
+        principals[tenant] = me = await owner(db, clock, tenant)
+        for name, spec in specs.items():
+            await confirmed(db, clock, spec, definition_id=name, principal=me)
+        registries[tenant] = registry_of(Script(values), clock=clock)
+
+    async def change(tenant: str, hour: int) -> None:
+        me = principals[tenant]
+        if hour == 2:
+            parsed = parse_spec({"version": 1, **condition(
+                {**LE_10, "threshold": "12 USD/share"})})
+            proposal = await propose(db, clock, tenant_id=tenant, definition_id="d",
+                                     owner_user_id="alice", spec=parsed,
+                                     proposed_by="agent:test", based_on=1)
+            await confirm(db, clock, me, definition_id="d", revision=proposal.revision,
+                          spec_hash=proposal.spec_hash)
+            await pause(db, clock, me, tenant, "e")
+        elif hour == 3:
+            await resume(db, clock, me, tenant, "e")
+            await cancel(db, clock, me, tenant, "f")
+
+    async def passes(tenant: str, limit: int) -> list[str]:
+        claimed = []
+        while (report := await poll_once(db, clock, registries[tenant], actor="t",
+                                         limit=limit, tenant_id=tenant)).claimed:
+            events[tenant] += [(e.definition_id, e.at, e.verdict, e.action, e.reason,
+                                e.revision, e.task_id is not None) for e in report.events]
+            claimed += [e.definition_id for e in report.events]
+        return claimed
+
+    stepped: dict[str, set[tuple[str, int]]] = {"acme": set(), "globex": set()}
+    decide = poller_module.decide_polls
+
+    async def counted(db_: Database, clock_: Any, chunk: Any, *args: Any) -> Any:
+        for claim, _, _ in chunk:
+            stepped[claim.item.tenant_id].add((claim.item.definition_id,
+                                               claim.slot.scheduled_for.hour))
+        return await decide(db_, clock_, chunk, *args)
+
+    monkeypatch.setattr(poller_module, "decide_polls", counted)
+    worker = Worker(db, clock, AgentCatalog(), worker_id="w", artifact_root=tmp_path)
+    for hour in range(1, 6):
+        clock.advance(HOUR)
+        await change("acme", hour)
+        await passes("acme", 100)
+        first = await poll_once(db, clock, registries["globex"], actor="t", limit=1,
+                                tenant_id="globex")
+        assert [e.definition_id for e in first.events] == ["a0"]
+        events["globex"] += [(e.definition_id, e.at, e.verdict, e.action, e.reason,
+                              e.revision, e.task_id is not None) for e in first.events]
+        await change("globex", hour)
+        await passes("globex", 1)
+        while await worker.run_once() is not None:
+            pass
+    assert events["acme"] == sorted(events["acme"], key=lambda e: e[1])
+    assert sorted(events["acme"]) == sorted(events["globex"])
+
+    async def table(query: str) -> dict[str, list[tuple[Any, ...]]]:
+        out: dict[str, list[tuple[Any, ...]]] = {"acme": [], "globex": []}
+        for r in await db.pool.fetch(query):
+            out[r["tenant_id"]].append(tuple(v for k, v in r.items() if k != "tenant_id"))
+        return {k: sorted(v, key=repr) for k, v in out.items()}
+
+    for query in (
+            "SELECT tenant_id, definition_id, slot, scheduled_for, revision, fence, "
+            "condition_key, superseded, status, verdict, action, reason, "
+            "task_id IS NOT NULL, claimed_at, decided_at, read_at FROM condition_polls",
+            "SELECT tenant_id, definition_id, slot, subject, value, status, verdict, as_of, "
+            "fetched_at, observation_id FROM observation_receipts",
+            "SELECT tenant_id, definition_id, condition_key, revision, last_definite, latched, "
+            "last_fired_at, decided_through, updated_at FROM condition_state",
+            "SELECT tenant_id, definition_id, period_start, poll_limit, used "
+            "FROM poll_budget_ledger",
+            "SELECT tenant_id, definition_id, slot, revision, decision, reason FROM occurrences",
+            "SELECT tenant_id, definition_id, slot, revision, status FROM tasks",
+            "SELECT tenant_id, definition_id, status, fence, effective_revision, next_due_at, "
+            "cursor_at, slots_seen FROM definitions"):
+        both = await table(query)
+        assert both["acme"] == both["globex"], query
+        assert both["acme"], query
+    polled = await db.pool.fetch(
+        "SELECT definition_id, string_agg(to_char(scheduled_for, 'HH24') || ' ' || "
+        "coalesce(verdict, '-') || ' ' || action || ' ' || revision, ', ' "
+        "ORDER BY scheduled_for) AS polls FROM condition_polls WHERE tenant_id = 'globex' "
+        "GROUP BY definition_id ORDER BY definition_id")
+    assert {r["definition_id"]: r["polls"] for r in polled} == {
+        "a0": "01 false none 1, 02 true fired 1, 03 unknown none 1, 04 false none 1, "
+              "05 true fired 1",
+        "b": "01 false none 1, 02 true fired 1, 03 - denied_poll_budget 1, "
+             "04 - denied_poll_budget 1, 05 - denied_poll_budget 1",
+        "c": "01 false none 1, 02 true fired 1, 03 unknown none 1, 04 false none 1, "
+             "05 true suppressed_cooldown 1",
+        "d": "01 false none 1, 02 true fired 2, 03 unknown none 2, 04 true none 2, "
+             "05 true none 2",
+        "e": "01 false none 1, 04 false none 1, 05 true fired 1",
+        "f": "01 false none 1, 02 true fired 1",
+        "g": "01 false none 1, 02 true fired 1"}
+    fires = {("b", 2), ("c", 2), ("d", 2), ("e", 5), ("f", 2), ("g", 2)}
+    assert stepped["globex"] == {("a0", h) for h in range(1, 6)} | fires
+    assert len(stepped["acme"]) == 24  # every poll but the three denied
