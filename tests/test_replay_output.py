@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from watchkeeper.runtime.engine import _poller as poller_module
 from watchkeeper.runtime.store._db import Database
 from watchkeeper.runtime.usecases import load_replay_definitions, replay
 from watchkeeper.sources import SeriesSource
@@ -186,3 +187,73 @@ async def test_batched_replay_stores_and_prints_what_polling_each_instant_does(
     actions = step.actions
     assert {"fired", "none", "suppressed_cooldown", "denied_poll_budget"} <= set(actions)
     assert len(step_rows["condition_polls"]) == step.polls > 1000
+
+
+def many_definitions(count: int) -> str:
+    """``count`` weekly condition definitions (TOML) over four subjects of the stocks
+    series: thresholds around each subject's price, both directions, a quarter
+    first_match, some every_edge with a 90-day cooldown."""
+    prices = {"AAPL": 10, "MSFT": 30, "IBM": 90, "AMZN": 40}
+    tables = []
+    for n in range(count):
+        subject = list(prices)[n % 4]
+        mode = "first_match" if n % 4 == 0 else "every_edge"
+        cooldown = 'cooldown = "P90D"\n' if n % 5 == 0 and mode == "every_edge" else ""
+        tables.append(f"""[[definitions]]
+id = "d{n:03}"
+version = 1
+title = "watch {n}"
+delivery = []
+[definitions.trigger]
+type = "condition"
+mode = "{mode}"
+{cooldown}source = {{ name = "series", version = "1" }}
+poll_every = "P7D"
+[definitions.trigger.predicate]
+subject = "{subject}"
+op = "{("<=", ">=")[(n // 2) % 2]}"
+threshold = "{prices[subject] + n % 7 - 3} USD/share"
+freshness = "P45D"
+unit = "USD/share"
+""")
+    return "\n".join(tables)
+
+
+async def test_a_replay_whose_instants_take_two_passes_decides_quiet_polls_at_the_claim(
+        db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """240 definitions polled through the poller (batched=False) take two passes an
+    instant (its batch is 200): the second pass finds the first's readings kept and
+    decides its quiet polls at the claim. It prints the same lines and stores the same
+    rows, in every table, as the same replay with no poll decided at the claim (each
+    through step 3)."""
+    path = tmp_path / "many.toml"
+    path.write_text(many_definitions(240))
+    definitions = load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    start, end = datetime(2000, 1, 1, tzinfo=UTC), datetime(2000, 7, 1, tzinfo=UTC)
+    at_claim = poller_module._decided_at_claim  # noqa: SLF001 - the shortcut under test
+    decided: list[int] = []
+
+    async def counted(*args: Any) -> Any:
+        out = await at_claim(*args)
+        decided.append(len(out))
+        return out
+
+    async def never(*_: Any) -> dict[Any, Any]:
+        return {}
+
+    results = []
+    for shortcut in (counted, never):
+        monkeypatch.setattr(poller_module, "_decided_at_claim", shortcut)
+        lines: list[str] = []
+        summary = await replay(db, definitions, source, start=start, end=end,
+                               home=tmp_path, keep=True, batched=False,
+                               on_event=lambda e, out=lines: out.append(json.dumps(e)))
+        results.append((renumbered(lines), await stored(db, summary.tenant_id), summary))
+    (fused_lines, fused_rows, fused), (step_lines, step_rows, step) = results
+    assert sum(decided) > 500  # quiet polls decided at their claim
+    assert fused_lines == step_lines
+    assert fused_rows == step_rows
+    assert (fused.polls, fused.actions, fused.tasks) == (step.polls, step.actions, step.tasks)
+    assert {"fired", "none", "suppressed_cooldown"} <= set(step.actions)
+    assert len(step_rows["condition_polls"]) == step.polls > 3000
