@@ -401,6 +401,20 @@ async def measure(h: Harness, cutoff: Any) -> tuple[dict[str, int], dict[str, in
     return figures, bad
 
 
+def print_counts(figures: dict[str, int], bad: dict[str, int]) -> None:
+    """Print what :func:`measure` counted: the status breakdowns (``_decisions``,
+    ``_schedule_events``, ``_tasks``, ``_runs``, removed from ``figures``), the other
+    figures, then each invariant (each must be 0; a violated one is marked)."""
+    for name in ("_decisions", "_schedule_events", "_tasks", "_runs"):
+        print(f"{name[1:]}: {figures.pop(name)}")
+    print("\nfigures:")
+    for name, value in figures.items():
+        print(f"  {value:>8}  {name}")
+    print("invariants (each must be 0):")
+    for name, value in bad.items():
+        print(f"  {value:>8}  {name}{'  <-- VIOLATED' if value else ''}")
+
+
 def _lines(path: Path) -> list[str]:
     return path.read_text().split("\n")[:-1] if path.exists() else []
 
@@ -464,14 +478,7 @@ async def run(server: str, args: argparse.Namespace, embedded: Path | None) -> i
         print(f"receiver's last rejection: {h.receiver.last_rejection}")
     print(f"supervisor starts: {sum(p.starts for p in h.procs)}; exited on their own: "
           f"{', '.join(h.crashes) or 'none'}; logs in {work}")
-    for name in ("_decisions", "_schedule_events", "_tasks", "_runs"):
-        print(f"{name[1:]}: {figures.pop(name)}")
-    print("\nfigures:")
-    for name, value in figures.items():
-        print(f"  {value:>8}  {name}")
-    print("invariants (each must be 0):")
-    for name, value in bad.items():
-        print(f"  {value:>8}  {name}{'  <-- VIOLATED' if value else ''}")
+    print_counts(figures, bad)
     print(f"wall {time.monotonic() - began:.1f} s")
     violated = any(bad.values())
     print("RESULT: " + ("VIOLATED" if violated else "all invariants hold"))

@@ -504,14 +504,7 @@ async def run(args: argparse.Namespace) -> int:
         logs = "logs removed (kept with --keep-logs or when an invariant is violated)"
     print(f"\nsupervisor starts: {sum(p.starts for p in h.procs)}; exited on their own: "
           f"{', '.join(h.crashes) or 'none'}; {logs}")
-    for name in ("_decisions", "_schedule_events", "_tasks", "_runs"):
-        print(f"{name[1:]}: {figures.pop(name)}")
-    print("\nfigures:")
-    for name, value in figures.items():
-        print(f"  {value:>8}  {name}")
-    print("invariants (each must be 0):")
-    for name, value in bad.items():
-        print(f"  {value:>8}  {name}{'  <-- VIOLATED' if value else ''}")
+    faults.print_counts(figures, bad)
     print("admission (seconds from the fault to the first admission after the pause; "
           "the pause):")
     for done in rounds:

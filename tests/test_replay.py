@@ -404,3 +404,40 @@ async def test_prune_leaves_a_running_replay_alone(db: Database, tmp_path: Path)
         release.set()
     assert summaries[0].polls > 0
     assert await db.pool.fetchval("SELECT count(*) FROM tenants") == 0
+
+
+async def test_a_running_replay_holds_its_lock_but_no_vacuum_horizon(
+        db: Database, tmp_path: Path) -> None:
+    """A replay keeps a transaction open for as long as it runs (its tenant's lock), and
+    that transaction holds no snapshot: while the replay's first fired task runs, the
+    session holding the replay's advisory lock has no backend_xmin, so vacuum can remove
+    what every other session (supervisors' staging tables included) leaves dead. It
+    held the statement's snapshot before (the portal of the lock statement stayed
+    open), and a long replay kept the whole database from being vacuumed."""
+    from watchkeeper.runtime.engine._agents import AgentCatalog, DigestAgent
+
+    seen: list[tuple[int, str | None]] = []
+
+    class Probe:
+        """The digest agent, after a look at the replay lock's session."""
+
+        async def run(self, ctx: Any) -> Any:
+            rows = await db.pool.fetch(
+                "SELECT a.pid, a.backend_xmin::text AS xmin FROM pg_locks l "
+                "JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' "
+                "AND l.granted AND a.datname = current_database()")
+            seen.extend((r["pid"], r["xmin"]) for r in rows)
+            return await DigestAgent().run(ctx)
+
+    agents = AgentCatalog()
+    agents.add("digest", Probe())
+    definitions = load_replay_definitions(EXAMPLES / "conditions" / "stocks.toml",
+                                          min_interval=DEFAULT_MIN_INTERVAL)
+    source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
+    span = source.span()
+    assert span is not None
+    summary = await replay(db, definitions, source, start=span[0], end=span[1],
+                           home=tmp_path, agents=agents)
+    assert summary.tasks  # the probe ran, once per fired task
+    assert len({pid for pid, _ in seen}) == 1 and len(seen) == sum(summary.tasks.values())
+    assert {xmin for _, xmin in seen} == {None}

@@ -162,6 +162,18 @@ async def stored(db: Database, tenant: str) -> dict[str, list[str]]:
     return rows
 
 
+async def kept_replay(db: Database, definitions: Any, source: SeriesSource, start: datetime,
+                      end: datetime, home: Path, *, batched: bool
+                      ) -> tuple[list[str], dict[str, list[str]], Any]:
+    """Replay with ``keep``: its --json lines (renumbered), every row it stored
+    (:func:`stored`) and its summary."""
+    lines: list[str] = []
+    summary = await replay(db, definitions, source, start=start, end=end, home=home,
+                           keep=True, batched=batched,
+                           on_event=lambda e: lines.append(json.dumps(e)))
+    return renumbered(lines), await stored(db, summary.tenant_id), summary
+
+
 async def test_batched_replay_stores_and_prints_what_polling_each_instant_does(
         db: Database, tmp_path: Path) -> None:
     """Four definitions over three years of the stocks series (a first_match, an
@@ -173,14 +185,10 @@ async def test_batched_replay_stores_and_prints_what_polling_each_instant_does(
     definitions = load_replay_definitions(path, min_interval=DEFAULT_MIN_INTERVAL)
     source = SeriesSource.from_csv(EXAMPLES / "series" / "stocks.csv")
     start, end = datetime(2007, 1, 1, tzinfo=UTC), datetime(2009, 12, 31, tzinfo=UTC)
-    results = []
-    for batched in (False, True):
-        lines: list[str] = []
-        summary = await replay(db, definitions, source, start=start, end=end,
-                               home=tmp_path, keep=True, batched=batched,
-                               on_event=lambda e, out=lines: out.append(json.dumps(e)))
-        results.append((renumbered(lines), await stored(db, summary.tenant_id), summary))
-    (step_lines, step_rows, step), (batch_lines, batch_rows, batch) = results
+    step_lines, step_rows, step = await kept_replay(db, definitions, source, start, end,
+                                                    tmp_path, batched=False)
+    batch_lines, batch_rows, batch = await kept_replay(db, definitions, source, start, end,
+                                                       tmp_path, batched=True)
     assert batch_lines == step_lines
     assert batch_rows == step_rows
     assert (batch.polls, batch.actions, batch.tasks) == (step.polls, step.actions, step.tasks)
@@ -245,11 +253,8 @@ async def test_a_replay_whose_instants_take_two_passes_decides_quiet_polls_at_th
     results = []
     for shortcut in (counted, never):
         monkeypatch.setattr(poller_module, "_decided_at_claim", shortcut)
-        lines: list[str] = []
-        summary = await replay(db, definitions, source, start=start, end=end,
-                               home=tmp_path, keep=True, batched=False,
-                               on_event=lambda e, out=lines: out.append(json.dumps(e)))
-        results.append((renumbered(lines), await stored(db, summary.tenant_id), summary))
+        results.append(await kept_replay(db, definitions, source, start, end, tmp_path,
+                                         batched=False))
     (fused_lines, fused_rows, fused), (step_lines, step_rows, step) = results
     assert sum(decided) > 500  # quiet polls decided at their claim
     assert fused_lines == step_lines

@@ -209,6 +209,7 @@ async def replay(db: Database, definitions: Sequence[ReplayDefinition], source: 
     me = await authenticate(db, await add_user(db, SystemClock(), tenant, "replay", replay=True))
     async with db.transaction() as running:  # open while it runs: prune leaves it alone
         await running.execute("replay_lock", tenant)
+        await running.execute("snapshot_release")  # hold the lock, not a vacuum horizon
         try:
             summary = await _run(db, clock, me, tenant, definitions, source, start, end, home,
                                  on_event, on_progress, catalog, batched)

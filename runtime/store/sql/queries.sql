@@ -1786,6 +1786,14 @@ SELECT key_id FROM revoked;
 -- mode keeps one server session for an open transaction, never for a client.
 SELECT pg_advisory_xact_lock(hashtextextended('watchkeeper replay ' || $1, 0));
 
+-- name: snapshot_release
+-- Sent with no parameters, so by the simple protocol: it closes the unnamed portal that
+-- the statement before it (sent with parameters) left open, and with it that
+-- statement's snapshot. A transaction kept open afterwards (replay_lock's) then holds
+-- back no vacuum horizon: without it a replay kept every dead row of the database,
+-- catalogs included, from being vacuumed for as long as it ran.
+SELECT 1;
+
 -- name: replay_try_lock
 -- Held by prune's transaction while it removes the tenant.
 SELECT pg_try_advisory_xact_lock(hashtextextended('watchkeeper replay ' || $1, 0));
