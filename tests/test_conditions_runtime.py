@@ -85,6 +85,16 @@ async def step_hours(db: Database, clock: FakeClock, sources: SourceRegistry,
 LE_10 = {"subject": "AAPL", "op": "<=", "threshold": "10 USD/share"}
 
 
+async def by_tenant(db: Database, query: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows ``query`` returns for tenants acme and globex (every column but
+    tenant_id), each tenant's sorted: two tenants that lived the same polls compare
+    equal."""
+    out: dict[str, list[tuple[Any, ...]]] = {"acme": [], "globex": []}
+    for r in await db.pool.fetch(query):
+        out[r["tenant_id"]].append(tuple(v for k, v in r.items() if k != "tenant_id"))
+    return {k: sorted(v, key=repr) for k, v in out.items()}
+
+
 async def test_first_match_fires_once_and_completes(db: Database, clock: FakeClock) -> None:
     values = {clock.now() + timedelta(hours=h): v for h, v in
               [(1, 12), (2, 11), (3, 9.5), (4, 8), (5, 12), (6, 7)]}
@@ -790,13 +800,6 @@ async def test_a_quiet_poll_decided_at_its_claim_is_stored_as_step_3_stores_it(
         assert sorted(script.calls) == sorted((s, at) for s in ("AAPL", "MSFT", "IBM")
                                               for at in hours)
 
-    async def table(query: str) -> dict[str, list[tuple[Any, ...]]]:
-        rows = await db.pool.fetch(query)
-        out: dict[str, list[tuple[Any, ...]]] = {"acme": [], "globex": []}
-        for r in rows:
-            out[r["tenant_id"]].append(tuple(v for k, v in r.items() if k != "tenant_id"))
-        return {k: sorted(v, key=repr) for k, v in out.items()}
-
     for query in (
             "SELECT tenant_id, definition_id, slot, scheduled_for, revision, condition_key, "
             "superseded, status, verdict, action, reason, task_id IS NOT NULL, claimed_at, "
@@ -808,7 +811,7 @@ async def test_a_quiet_poll_decided_at_its_claim_is_stored_as_step_3_stores_it(
             "SELECT tenant_id, definition_id, slot, decision, reason FROM occurrences",
             "SELECT tenant_id, definition_id, slot, status FROM tasks",
             "SELECT tenant_id, definition_id, status, next_due_at, cursor_at FROM definitions"):
-        both = await table(query)
+        both = await by_tenant(db, query)
         assert both["acme"] == both["globex"], query
         assert both["acme"], query
     statuses = await db.pool.fetch("SELECT DISTINCT status FROM condition_polls")
@@ -1116,12 +1119,6 @@ async def test_changes_between_the_passes_of_an_instant_store_what_one_pass_stor
     assert events["acme"] == sorted(events["acme"], key=lambda e: e[1])
     assert sorted(events["acme"]) == sorted(events["globex"])
 
-    async def table(query: str) -> dict[str, list[tuple[Any, ...]]]:
-        out: dict[str, list[tuple[Any, ...]]] = {"acme": [], "globex": []}
-        for r in await db.pool.fetch(query):
-            out[r["tenant_id"]].append(tuple(v for k, v in r.items() if k != "tenant_id"))
-        return {k: sorted(v, key=repr) for k, v in out.items()}
-
     for query in (
             "SELECT tenant_id, definition_id, slot, scheduled_for, revision, fence, "
             "condition_key, superseded, status, verdict, action, reason, "
@@ -1136,7 +1133,7 @@ async def test_changes_between_the_passes_of_an_instant_store_what_one_pass_stor
             "SELECT tenant_id, definition_id, slot, revision, status FROM tasks",
             "SELECT tenant_id, definition_id, status, fence, effective_revision, next_due_at, "
             "cursor_at, slots_seen FROM definitions"):
-        both = await table(query)
+        both = await by_tenant(db, query)
         assert both["acme"] == both["globex"], query
         assert both["acme"], query
     polled = await db.pool.fetch(
