@@ -85,6 +85,19 @@ async def step_hours(db: Database, clock: FakeClock, sources: SourceRegistry,
 LE_10 = {"subject": "AAPL", "op": "<=", "threshold": "10 USD/share"}
 
 
+async def refuse_receipts_of(db: Database, definition_id: str) -> None:
+    """Make the database refuse every observation receipt of ``definition_id`` (a real
+    trigger raising in PostgreSQL, as a constraint or a full disk would)."""
+    await db.pool.execute(f"""
+        CREATE FUNCTION refuse_receipts() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.definition_id = '{definition_id}' THEN RAISE EXCEPTION 'receipt refused'; END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_receipts BEFORE INSERT ON observation_receipts
+          FOR EACH ROW EXECUTE FUNCTION refuse_receipts();""")
+
+
 async def by_tenant(db: Database, query: str) -> dict[str, list[tuple[Any, ...]]]:
     """The rows ``query`` returns for tenants acme and globex (every column but
     tenant_id), each tenant's sorted: two tenants that lived the same polls compare
@@ -575,14 +588,7 @@ async def test_a_poll_the_store_refuses_is_recorded_failed(db: Database, clock: 
     """The database refuses one poll's receipt (a real trigger raising in PostgreSQL):
     that poll is recorded 'failed' with the reason, the others of its transaction are
     decided one by one, and the poller goes on."""
-    await db.pool.execute("""
-        CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.definition_id = 'boom' THEN RAISE EXCEPTION 'receipt refused'; END IF;
-          RETURN NEW;
-        END $$;
-        CREATE TRIGGER refuse_boom BEFORE INSERT ON observation_receipts
-          FOR EACH ROW EXECUTE FUNCTION refuse_boom();""")
+    await refuse_receipts_of(db, "boom")
     sources = registry_of(Script(default=9), clock=clock)
     me = await owner(db, clock)
     for name in ("a", "boom", "c"):
@@ -830,14 +836,7 @@ async def test_a_poll_the_store_refuses_at_its_claim_is_recorded_failed_all_the_
     poll 'failed' as it would have without the shortcut; the pass does not raise (a
     StoreError out of poll_once ends the supervisor's poll loop), and the next passes of
     the instant go on deciding their quiet polls at the claim."""
-    await db.pool.execute("""
-        CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.definition_id = 'boom' THEN RAISE EXCEPTION 'receipt refused'; END IF;
-          RETURN NEW;
-        END $$;
-        CREATE TRIGGER refuse_boom BEFORE INSERT ON observation_receipts
-          FOR EACH ROW EXECUTE FUNCTION refuse_boom();""")
+    await refuse_receipts_of(db, "boom")
     script = Script(default=11)
     sources = registry_of(script, clock=clock)
     me = await owner(db, clock)
