@@ -168,7 +168,7 @@ async def test_a_session_ends_while_its_synchronous_standby_is_gone(server: str)
         try:
             await admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'absent'")
             await admin.execute("SELECT pg_reload_conf()")
-            await anyio.sleep(1.0)  # the checkpointer publishes the setting to the backends
+            await _synchronous_standby_awaited(server, admin)
             ended = await admin.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
             waiting = await admin.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
@@ -177,3 +177,35 @@ async def test_a_session_ends_while_its_synchronous_standby_is_gone(server: str)
             await admin.execute("SELECT pg_reload_conf()")
             await admin.close()
         assert ended and waiting == 0, "the terminated session is still exiting"
+
+
+async def _synchronous_standby_awaited(server: str, admin: asyncpg.Connection) -> None:
+    """Wait until the server's commits wait for the (absent) synchronous standby: the
+    checkpointer publishes a reloaded synchronous_standby_names to the backends on its
+    own time, so a probe session commits small transactions until one is seen waiting
+    (wait_event SyncRep); that wait is then cancelled (the commit stays local) and the
+    probe, holding no temporary table, closed. Without this the session under test
+    could be ended before the setting applies, and the test would prove nothing.
+
+    Raises:
+        TimeoutError: no commit waited within 30 s.
+    """
+    probe = await asyncpg.connect(server)
+    probe_pid = probe.get_server_pid()
+
+    async def commit_until_one_waits() -> None:
+        while True:  # each commit waits for the standby once the setting is published
+            await probe.execute("CREATE TEMP TABLE sync_probe (); DROP TABLE sync_probe")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(commit_until_one_waits)
+            with anyio.fail_after(30):
+                # another server process's state: polled
+                while await admin.fetchval("SELECT wait_event FROM pg_stat_activity "  # noqa: ASYNC110
+                                           "WHERE pid = $1", probe_pid) != "SyncRep":
+                    await anyio.sleep(0.05)
+            await admin.execute("SELECT pg_cancel_backend($1)", probe_pid)
+            tg.cancel_scope.cancel()
+    finally:
+        probe.terminate()
