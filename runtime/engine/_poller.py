@@ -298,10 +298,11 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
             if window.candidate is not None:
                 due.append((item, spec, window))
         budgets = await _poll_budgets(tx, due)
-        pending = [Claim(item, spec.trigger, window.candidate, window.count - 1)
+        pending = {(item.tenant_id, item.definition_id): Claim(item, spec.trigger,
+                                                               window.candidate, window.count - 1)
                    for item, spec, window in due
-                   if not isinstance(budgets.get((item.tenant_id, item.definition_id)), str)]
-        quiet = await _decided_at_claim(tx, sources, pending) if decide else {}
+                   if not isinstance(budgets.get((item.tenant_id, item.definition_id)), str)}
+        quiet = await _decided_at_claim(tx, sources, list(pending.values())) if decide else {}
         polls, charges = [], []
         for item, spec, window in due:
             trigger = spec.trigger
@@ -341,23 +342,20 @@ async def _claim(db: Database, now: datetime, limit: int, actor: str, tenant_id:
                 raise
             raise _RefusedAtClaim(len(quiet)) from exc
         for item, spec, window in due:
-            slot = window.candidate
-            if lost and (item.tenant_id, item.definition_id, slot.key) in lost:
+            key, slot = (item.tenant_id, item.definition_id), window.candidate
+            if lost and (*key, slot.key) in lost:
                 continue  # this slot was polled already: it costs no second poll
-            trigger = spec.trigger
-            assert isinstance(trigger, ConditionTrigger)
-            denied = budgets.get((item.tenant_id, item.definition_id))
-            decided = quiet.get((item.tenant_id, item.definition_id))
+            denied = budgets.get(key)
             if isinstance(denied, str):
                 early.append(PollEvent(item.tenant_id, item.definition_id, slot.key,
-                                       slot.scheduled_for, trigger.subjects, None,
+                                       slot.scheduled_for, spec.trigger.subjects, None,
                                        "denied_poll_budget", denied, revision=item.revision))
-            elif decided is not None:
-                claim, _, evaluation, judgement = decided
-                decided_now.append(poll_event(claim, evaluation, judgement.action, judgement.reason,
-                                        None))
+            elif key in quiet:
+                claim, _, evaluation, judgement = quiet[key]
+                decided_now.append(poll_event(claim, evaluation, judgement.action,
+                                              judgement.reason, None))
             else:
-                claims.append(Claim(item, trigger, slot, window.count - 1))
+                claims.append(pending[key])
     return claims, early, decided_now
 
 
