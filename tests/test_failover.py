@@ -34,7 +34,7 @@ import anyio
 import asyncpg
 import pytest
 
-from watchkeeper.runtime.store._db import Database
+from watchkeeper.runtime.store._db import INLINE_VALUES, Database
 
 pytestmark = pytest.mark.anyio
 
@@ -156,10 +156,11 @@ async def test_a_session_ends_while_its_synchronous_standby_is_gone(server: str)
     async with Database.open(server, min_size=1, max_size=2) as db:
         async with db.connection() as session:
             async with session.transaction():
-                await session.stage("wk_stage_polls", ["definition_id", "slot", "verdict"],
-                                    [("d1", "s1", "true")])
+                # more rows than are sent inline: COPYed into a temporary table
+                rows = [("d1", f"s{i}", "true") for i in range(INLINE_VALUES // 6 + 1)]
+                await session.stage("wk_stage_polls", ["definition_id", "slot", "verdict"], rows)
                 staged = await session.raw.fetchval("SELECT count(*) FROM wk_stage_polls")
-            assert staged == 1
+            assert staged == len(rows)
             pid = session.raw.get_server_pid()
             # nothing of the staging outlives the transaction
             assert await session.raw.fetchval(

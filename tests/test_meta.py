@@ -3,13 +3,22 @@ is used; migrations are idempotent and tamper-evident (package boundaries: test_
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
 import pytest
 
 from watchkeeper.runtime._errors import ConfigError
-from watchkeeper.runtime.store._db import QUERIES, Database, load_queries, migrations
+from watchkeeper.runtime.store._db import (
+    QUERIES,
+    STAGING_COLUMNS,
+    STAGING_READS,
+    Database,
+    _inlined,
+    load_queries,
+    migrations,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +33,31 @@ async def test_every_named_query_prepares(db: Database) -> None:
             if name.startswith("migration") or sql.count(";") > 1:
                 continue  # bookkeeping, and multi-statement scripts (run as scripts)
             await conn.raw.prepare(sql)
+
+
+@pytest.mark.anyio
+async def test_every_staging_reader_prepares_with_its_batches_inline(db: Database) -> None:
+    """A query that reads staging tables also prepares with any of them sent inline
+    (Connection.stage's small batches), taking one array parameter per column of each,
+    typed as the table's column, after its own parameters."""
+    checked = 0
+    async with db.connection() as conn, conn.raw.transaction():
+        await conn.raw.execute(QUERIES["staging_tables"])  # ON COMMIT DROP
+        for name, tables in STAGING_READS.items():
+            own = len((await conn.raw.prepare(QUERIES[name])).get_parameters())
+            for size in range(1, len(tables) + 1):
+                for chosen in itertools.combinations(sorted(tables), size):
+                    statement = await conn.raw.prepare(_inlined(name, frozenset(chosen)))
+                    types = [p.name for p in statement.get_parameters()[own:]]
+                    assert types == [f"{TYPE_NAMES[kind]}[]" for table in chosen
+                                     for _, kind in STAGING_COLUMNS[table]], name
+                    checked += 1
+    assert checked >= len(STAGING_READS) >= 5
+
+
+TYPE_NAMES = {"integer": "int4", "text": "text", "bigint": "int8", "smallint": "int2",
+              "boolean": "bool", "double precision": "float8", "jsonb": "jsonb",
+              "timestamptz": "timestamptz", "numeric": "numeric"}
 
 
 def test_every_named_query_is_used() -> None:

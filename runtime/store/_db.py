@@ -22,8 +22,8 @@ nothing may outlive a transaction there: the statement cache is off (no named pr
 statements), the search path is set by every transaction for itself (``set_config(...,
 true)``: PgBouncer before 1.20 refuses it as a startup parameter, and no pooler carries
 a ``SET`` from one transaction to the next), a statement outside a transaction gets a
-transaction of its own for that, the admission staging tables are created (if missing)
-by the transaction that fills them, migrations run in one transaction under a
+transaction of its own for that, a staging table is created (when a batch is too large
+to send with its statement) by the transaction that fills it, migrations run in one transaction under a
 transaction-scoped advisory lock, and a lost COMMIT is settled by the transaction's own
 server session and start, never by a session the pooler may since have handed to other
 work. A direct session keeps its statement cache and pays for none of this.
@@ -310,6 +310,79 @@ def _staging_statements() -> dict[str, str]:
 
 STAGING = _staging_statements()
 """Each staging table's statement (:meth:`Connection.stage` runs it before its COPY)."""
+
+
+def _staging_columns() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Table name -> its ``(column, type)`` pairs, in order, from its statement."""
+    found = {}
+    for table, statement in STAGING.items():
+        body = statement[statement.index("(") + 1:statement.rindex(")")]
+        found[table] = tuple((name, kind.strip()) for name, kind in
+                             (column.strip().split(" ", 1) for column in body.split(",")))
+    return found
+
+
+STAGING_COLUMNS = _staging_columns()
+"""Each staging table's ``(column, type)`` pairs."""
+
+INLINE_VALUES = 8192
+"""A batch of at most this many values (rows x the table's columns) is not COPYed into
+its staging table but sent with the statement that reads it, as one array per column
+(``unnest``): for a small batch that is several times cheaper than creating the table
+(catalog rows written and removed again, and every statement that reads the table planned
+anew), for a large one asyncpg's array encoding costs more than the COPY saves."""
+
+_STAGE_REF = re.compile(r"\b(FROM|JOIN)(\s+)(wk_stage_\w+)(\s+\w+)")
+_PARAM = re.compile(r"\$(\d+)")
+
+
+def _code(sql: str) -> str:
+    """``sql`` without its ``--`` comments."""
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+
+
+def _staging_reads() -> dict[str, frozenset[str]]:
+    """Query name -> the staging tables it reads (only queries that read one).
+
+    Raises:
+        ConfigError: a query names a staging table other than as ``FROM``/``JOIN
+            <table> <alias>`` (the form :func:`_inlined` rewrites).
+    """
+    reads = {}
+    for name, sql in QUERIES.items():
+        if name == "staging_tables":
+            continue
+        code = _code(sql)
+        tables = set(re.findall(r"\bwk_stage_\w+", code))
+        if not tables:
+            continue
+        if len(_STAGE_REF.findall(code)) != len(re.findall(r"\bwk_stage_\w+", code)) \
+                or not tables <= STAGING.keys():
+            raise ConfigError(f"queries.sql: {name} reads a staging table other than as "
+                              "FROM/JOIN <table> <alias>")
+        reads[name] = frozenset(tables)
+    return reads
+
+
+STAGING_READS = _staging_reads()
+"""Query name -> the staging tables it reads."""
+
+
+@functools.cache
+def _inlined(name: str, tables: frozenset[str]) -> str:
+    """Query ``name`` reading ``tables`` from arrays sent after its own parameters (one
+    per column, the tables in sorted order) instead of from the staging tables."""
+    code = _code(QUERIES[name])
+    first = max((int(n) for n in _PARAM.findall(code)), default=0) + 1
+    sources = {}
+    for table in sorted(tables):
+        columns = STAGING_COLUMNS[table]
+        arrays = ", ".join(f"${first + i}::{kind}[]" for i, (_, kind) in enumerate(columns))
+        sources[table] = (f"(SELECT * FROM unnest({arrays}) AS u "
+                          f"({', '.join(column for column, _ in columns)}))")
+        first += len(columns)
+    return _STAGE_REF.sub(lambda m: m.group(1) + m.group(2) + sources.get(m.group(3), m.group(3))
+                          + m.group(4), code)
 
 
 class Database:
@@ -680,6 +753,10 @@ class Connection:
         self._path = None if pooled_schema is None else server_settings(pooled_schema)["search_path"]
         self._xact: tuple[int, datetime] | None = None
         """Behind a transaction pooler: (server pid, start) of the open transaction."""
+        self._inline: dict[str, list[tuple[Any, ...]]] = {}
+        """Staging table -> the rows staged in the open transaction, not COPYed (small)."""
+        self._copied: set[str] = set()
+        """The staging tables the open transaction created and COPYed into."""
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -694,6 +771,9 @@ class Connection:
             tx = self.raw.transaction()
             await tx.start()
         try:
+            if outermost:
+                self._inline.clear()
+                self._copied.clear()
             if outermost and self._path is not None:
                 with translated("begin"):
                     row = await self.raw.fetchrow(QUERIES["transaction_begin"], self._path)
@@ -730,21 +810,38 @@ class Connection:
                 await self.raw.fetchval(QUERIES["search_path_local"], self._path)
                 return await call(*args)
 
+    def _statement(self, name: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The text and arguments of named query ``name``: the rows :meth:`stage` kept
+        for the staging tables it reads appended, one array per column (see
+        :func:`_inlined`)."""
+        tables = STAGING_READS.get(name)
+        if tables is None or not self._inline:
+            return (QUERIES[name], *args)
+        inline = frozenset(t for t in tables if t in self._inline)
+        if not inline:
+            return (QUERIES[name], *args)
+        arrays: list[list[Any]] = []
+        for table in sorted(inline):
+            rows, width = self._inline[table], len(STAGING_COLUMNS[table])
+            arrays.extend([list(column) for column in zip(*rows, strict=True)] if rows
+                          else [[] for _ in range(width)])
+        return (_inlined(name, inline), *args, *arrays)
+
     async def fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
         """Run a named query; all rows."""
-        return await self._run(name, self.raw.fetch, QUERIES[name], *args)
+        return await self._run(name, self.raw.fetch, *self._statement(name, args))
 
     async def fetchrow(self, name: str, *args: Any) -> asyncpg.Record | None:
         """Run a named query; the first row or ``None``."""
-        return await self._run(name, self.raw.fetchrow, QUERIES[name], *args)
+        return await self._run(name, self.raw.fetchrow, *self._statement(name, args))
 
     async def fetchval(self, name: str, *args: Any) -> Any:
         """Run a named query; the first column of the first row."""
-        return await self._run(name, self.raw.fetchval, QUERIES[name], *args)
+        return await self._run(name, self.raw.fetchval, *self._statement(name, args))
 
     async def execute(self, name: str, *args: Any) -> str:
         """Run a named statement; its status tag."""
-        return await self._run(name, self.raw.execute, QUERIES[name], *args)
+        return await self._run(name, self.raw.execute, *self._statement(name, args))
 
     async def execute_built(self, name: str, *args: Any) -> list[str]:
         """Run a named query that builds utility statements (DDL takes no parameters: the
@@ -755,26 +852,48 @@ class Connection:
         return statements
 
     async def stage(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
-        """COPY ``rows`` (binary) into the staging ``table`` (see the
-        ``staging_tables`` query), inside the transaction that reads them back: far
-        cheaper to encode than arrays of parameters. The table is created first, unless
-        this transaction made it already (stage a table the transaction reads even when
-        it has no rows for it), and dropped by the transaction's end (ON COMMIT DROP):
-        no session keeps a temporary table, so none has one to drop when it exits (that
-        drop's COMMIT would wait for a synchronous standby, for ever when it is gone),
-        and behind a transaction pooler nothing is left on a server session.
+        """Stage ``rows`` (tuples of ``columns``, a subset of the table's in any order;
+        the others are NULL) for the staging ``table`` (see the ``staging_tables``
+        query), inside the transaction whose statements read them back. Rows add to what
+        the transaction staged for ``table`` before; stage a table the transaction reads
+        even when it has no rows for it.
+
+        A small batch (:data:`INLINE_VALUES`) is kept here and sent with each statement
+        that reads the table, as arrays (:meth:`_statement`). A larger one is COPYed
+        (binary: far cheaper to encode than arrays) into the table, created first unless
+        this transaction made it already, and dropped by the transaction's end (ON COMMIT
+        DROP): no session keeps a temporary table, so none has one to drop when it exits
+        (that drop's COMMIT would wait for a synchronous standby, for ever when it is
+        gone), and behind a transaction pooler nothing is left on a server session.
 
         Raises:
-            StoreError: ``table`` is not a staging table, or no transaction is open.
+            StoreError: ``table`` is not a staging table, a column is not one of its,
+                or no transaction is open.
             DatabaseUnavailable: as every statement.
         """
         if table not in STAGING or not self.raw.is_in_transaction():
             raise StoreError(f"stage {table}: a staging table ({', '.join(STAGING)}), filled "
                              "inside a transaction")
+        full = [column for column, _ in STAGING_COLUMNS[table]]
+        if list(columns) != full:
+            if not set(columns) <= set(full):
+                raise StoreError(f"stage {table}: columns {sorted(set(columns) - set(full))} "
+                                 f"are not the table's ({', '.join(full)})")
+            at = {column: i for i, column in enumerate(columns)}
+            picks = [at.get(column) for column in full]
+            rows = [tuple(None if i is None else row[i] for i in picks) for row in rows]
+        if table not in self._copied:
+            kept = self._inline.setdefault(table, [])
+            if (len(kept) + len(rows)) * len(full) <= INLINE_VALUES:
+                kept.extend(rows)
+                return
+            rows = [*self._inline.pop(table), *rows]
         with translated(f"stage {table}"):
-            await self.raw.execute(STAGING[table])
-            if rows:  # empty: the table exists for the statement that reads it, no COPY
-                await self.raw.copy_records_to_table(table, records=rows, columns=list(columns))
+            if table not in self._copied:
+                await self.raw.execute(STAGING[table])
+                self._copied.add(table)
+            if rows:
+                await self.raw.copy_records_to_table(table, records=rows, columns=full)
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,7 +113,10 @@ ORDER BY o.n;
 
 -- name: staging_tables
 -- Per-transaction staging: COPY (binary) in, INSERT ... SELECT out, never shared between
--- sessions. Not run as one statement: Connection.stage creates the one table it fills, in
+-- sessions. A small batch never reaches a table: Connection.stage sends it with each
+-- statement that reads the table, as one array per column, the table's name in that
+-- statement replaced by unnest over them (its columns and types are these). Not run as
+-- one statement: Connection.stage creates the one table it fills, in
 -- the transaction that fills it, from this table's statement here; ON COMMIT DROP (the
 -- commit or rollback removes it), so a session holds no temporary table when it exits:
 -- a session that has one drops it on its way out in a transaction whose COMMIT waits for
