@@ -152,7 +152,14 @@ async def test_half_the_requests_fail_and_every_notice_arrives_once(world: World
     assert retried, "with 50% failures some deliveries needed several attempts"
     total_requests = sum(r.requests for r in world.receiver.seen.values())
     logged = await world.db.pool.fetchval("SELECT count(*) FROM delivery_attempts")
-    assert logged == sum(a for _, a in statuses.values()) == total_requests
+    assert logged == sum(a for _, a in statuses.values())
+    # an attempt the receiver never saw whole is one the sender gave up on (its 0.3 s
+    # timeout, real time, can pass before a busy machine delivers the body): recorded
+    # as a timed-out retry, never as delivered
+    timed_out = await world.db.pool.fetchval(
+        "SELECT count(*) FROM delivery_attempts WHERE outcome = 'retrying' "
+        "AND response_status IS NULL")
+    assert total_requests <= logged <= total_requests + timed_out
     outcomes = await world.db.pool.fetch(
         "SELECT outcome, count(*) FROM delivery_attempts GROUP BY outcome ORDER BY outcome")
     assert {r["outcome"] for r in outcomes} == {"delivered", "retrying"}

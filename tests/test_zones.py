@@ -273,3 +273,19 @@ async def test_the_proposal_answer_and_the_preview_say_what_is_stored(
     assert preview["next"][0]["scheduled_for"].startswith("2027-07-05T16:00:00")
     assert "never follow DST" in preview["warnings"][0]["message"]
     assert "never follow DST" in preview["summary"]
+
+
+def test_a_supervisor_preloads_every_zone_a_stored_schedule_can_name() -> None:
+    """preload_zones (run as a supervisor starts) loads each zone of the tz database but
+    the host-specific ones, once: afterwards every stored schedule's zone is served from
+    memory, the same object each time, equal to zoneinfo's own."""
+    from watchkeeper.triggers import _cron, preload_zones
+
+    expected = (zoneinfo.available_timezones() - {"localtime", "posixrules", "Factory"}) | {"UTC"}
+    assert preload_zones() == len(_cron._ZONES) >= len(expected) > 500
+    assert expected <= set(_cron._ZONES)
+    for name in ("Europe/Paris", "Asia/Kathmandu", "America/St_Johns", "UTC"):
+        zone = _cron.stored_zone(name)
+        assert zone is _cron._ZONES[name] and zone == zoneinfo.ZoneInfo(name)
+        assert datetime(2026, 7, 1, tzinfo=zone).utcoffset() == \
+            datetime(2026, 7, 1, tzinfo=zoneinfo.ZoneInfo(name)).utcoffset()

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from ._cron import CronExpression as CronExpression
     from ._cron import CronSchedule as CronSchedule
     from ._cron import DstGap as DstGap
+    from ._cron import preload_zones as preload_zones
     from ._decisions import ActiveTask as ActiveTask
     from ._decisions import AdmissionVerdict as AdmissionVerdict
     from ._decisions import BudgetState as BudgetState
@@ -200,7 +201,7 @@ _SOURCES = {
         "Predicate", "Verdict", "evaluate", "subjects_of",
     ),
     "._cron": (
-        "CronExpression", "CronSchedule", "DstGap",
+        "CronExpression", "CronSchedule", "DstGap", "preload_zones",
     ),
     "._decisions": (
         "ActiveTask", "AdmissionVerdict", "BudgetState", "Decision", "EventKind",

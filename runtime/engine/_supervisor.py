@@ -49,6 +49,7 @@ from anyio.abc import TaskStatus
 
 from watchkeeper.outbox import Channel, Dispatcher, FileChannel, LogChannel, WebhookChannel, backoff_seconds
 from watchkeeper.sources import SourceRegistry
+from watchkeeper.triggers import preload_zones
 
 from .._errors import DatabaseUnavailable, LockStall, WatchkeeperError
 from ..store._db import Database
@@ -295,6 +296,7 @@ class Supervisor:
             await warm_tick(self.db, self.config.admission_lanes + 1)
         except WatchkeeperError as exc:  # an optimisation: the first tick prepares them
             log.info("could not prepare the tick's statements ahead: %s", exc)
+        await anyio.to_thread.run_sync(preload_zones)  # not at the first due instant
         try:
             async with anyio.create_task_group() as tg:
                 self._scope, self._background = tg.cancel_scope, tg
