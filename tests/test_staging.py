@@ -4,7 +4,7 @@ transaction. Both ways store the same rows, and neither leaves a table behind.""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest

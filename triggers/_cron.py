@@ -24,7 +24,6 @@ Pacific/Apia job on Saturday 2011-12-31; neither happens here.
 
 from __future__ import annotations
 
-
 import calendar
 import contextlib
 import functools
