@@ -865,6 +865,8 @@ class Connection:
         DROP): no session keeps a temporary table, so none has one to drop when it exits
         (that drop's COMMIT would wait for a synchronous standby, for ever when it is
         gone), and behind a transaction pooler nothing is left on a server session.
+        Rows are staged for the whole transaction: a savepoint rolled back does not take
+        back what was staged inside it (none is used around a stage).
 
         Raises:
             StoreError: ``table`` is not a staging table, a column is not one of its,
