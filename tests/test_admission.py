@@ -507,3 +507,35 @@ async def test_a_revision_without_a_compiled_spec_is_compiled_at_its_tick(db: Da
     assert (stored["compiled"], stored["payload"]) == (expected["compiled"], expected["payload"])
     task = await db.pool.fetchrow("SELECT message, audiences FROM tasks")
     assert tuple(task) == (PAYLOAD_SPEC["instructions"], ["research"])
+
+
+async def test_the_admission_lanes_are_shared_by_the_live_supervisors(db: Database) -> None:
+    """A tick runs its lanes after the first batch: all of them with no other supervisor
+    live, its share (lanes // live, at least one) with several, and a stopped or
+    long-silent supervisor does not count. Every due definition is admitted each way."""
+    clock = FakeClock(utc("2026-06-01T00:00:00Z"))
+    me = await owner(db, clock)
+    for i in range(12):
+        await confirmed(db, clock, {"trigger": {"type": "interval", "every": 60},
+                                    "overrun": "allow"}, definition_id=f"d{i}", principal=me)
+
+    async def beat(name: str, at: str, status: str = "running") -> None:
+        await db.execute("supervisor_upsert", name, "host", 1, utc(at), status, None,
+                         {"heartbeat_seconds": 5})
+
+    lanes = []
+    for minute, beats in [
+        (1, []),  # nobody: this tick's own lanes
+        (2, [("a", "2026-06-01T00:02:00Z"), ("b", "2026-06-01T00:01:58Z")]),  # two live
+        (3, [("b", "2026-06-01T00:02:58Z", "stopped"),  # b stopped, a silent for 60 s
+             ("c", "2026-06-01T00:03:00Z")]),
+        (4, [("a", "2026-06-01T00:04:00Z"), ("b", "2026-06-01T00:04:00Z"),
+             ("c", "2026-06-01T00:03:59Z")]),  # three live: still one lane each
+    ]:
+        for beat_args in beats:
+            await beat(*beat_args)
+        clock.set_wall(utc(f"2026-06-01T00:0{minute}:00Z"))
+        report = await tick(db, clock, batch_size=3, lanes=4)
+        assert report.admitted == 12
+        lanes.append(report.lanes)
+    assert lanes == [4, 2, 4, 1]

@@ -96,6 +96,8 @@ class TickReport:
         recovered: the COMMIT acknowledgement was lost and the outcome was read back.
         idle_until: when the tick found nothing due, the earliest ``next_due_at`` it read
             then (``None``: nothing scheduled); unset (:data:`NOT_READ`) when it planned.
+        lanes: the admission lanes the tick ran after its first batch (0: the first
+            batch took everything due); its share of the fleet's lanes.
     """
 
     planned: int = 0
@@ -106,6 +108,7 @@ class TickReport:
     runs: list[RunUnit] = field(default_factory=list)
     recovered: bool = False
     idle_until: datetime | None | object = field(default_factory=lambda: NOT_READ)
+    lanes: int = 0
 
     @property
     def admitted(self) -> int:

@@ -18,6 +18,7 @@ from watchkeeper.triggers import tzdata_version
 from ..store._db import Database, Pooler
 from ._admission import STAGE_COLUMNS, RunUnit, TickReport, admit, admit_due
 from ._clock import Clock
+from ._fleet import LIVE_HEARTBEATS
 from ._lanes import lanes as in_lanes
 from ._registry import Registry, RunContext
 from ._tick import FIRST_KEY, DueKey, plan_tick, read_due
@@ -47,7 +48,11 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
         lanes: admission transactions in flight at once, each on its own connection,
             once more is due than the first batch took: while PostgreSQL writes one
             batch this process plans the next. They split the due rows as replicas do
-            (``SKIP LOCKED``), so no row is planned twice.
+            (``SKIP LOCKED``), so no row is planned twice. The lanes are the fleet's:
+            with several live supervisors (heartbeats, :mod:`._fleet`) each runs
+            ``lanes // live`` of them, at least one, so that two supervisors on one
+            server do not write twice as many batches at once as one would (on a
+            2-core machine that made two supervisors slower than one).
 
     Raises:
         DatabaseUnavailable: PostgreSQL is unreachable (the tick may be retried:
@@ -112,8 +117,12 @@ async def _admit_phases(db: Database, now: datetime, registry: Registry, actor: 
                                     registry)
     total.merge(report)
     if after is not None:
+        if lanes > 1:  # the lanes are the fleet's: each live supervisor runs its share
+            fleet = await db.fetchval("supervisors_live_count", now, float(LIVE_HEARTBEATS))
+            lanes = max(1, lanes // max(fleet, 1))
+        total.lanes = max(lanes, 1)
         async with in_lanes() as tg:  # an outage reaches the loop as DatabaseUnavailable
-            for _ in range(max(lanes, 1)):
+            for _ in range(total.lanes):
                 tg.start_soon(_lane, db, now, batch_size, after, actor, registry, total)
     position: DueKey | None = FIRST_KEY
     while position is not None:

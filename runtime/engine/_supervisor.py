@@ -133,7 +133,8 @@ class SupervisorConfig:
         drain_seconds: how long runs and delivery passes in flight may go on after a stop
             request (:meth:`Supervisor.drain`) before they are interrupted; may be zero.
         batch_size, admission_lanes: definitions per admission transaction, and such
-            transactions in flight at once (:func:`~._scheduler.tick`).
+            transactions in flight at once across the live supervisors (each runs its
+            share, at least one: :func:`~._scheduler.tick`).
         poll_batch: condition definitions claimed per poller pass (decided in chunks of
             :data:`~._poller.DECIDE_CHUNK`, two at once).
         listen: wake on PostgreSQL notifications (LISTEN/NOTIFY: a definition due sooner,

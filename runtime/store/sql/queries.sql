@@ -1177,6 +1177,14 @@ RETURNING supervisor_id, hostname, pid, heartbeat_at, detail ->> 'was' AS was;
 SELECT DISTINCT jsonb_array_elements_text(detail -> 'agents') AS agent
 FROM supervisors WHERE jsonb_typeof(detail -> 'agents') = 'array';
 
+-- name: supervisors_live_count
+-- The supervisors live at $1 (as _fleet.SupervisorState.live: not stopped or lost, a
+-- heartbeat within $2 of its own intervals): the fleet that shares the admission lanes.
+SELECT count(*) FROM supervisors
+WHERE status NOT IN ('stopped', 'lost')
+  AND heartbeat_at >= $1::timestamptz - make_interval(
+        secs => $2::float8 * coalesce((detail ->> 'heartbeat_seconds')::float8, 5));
+
 -- name: supervisors_list
 SELECT supervisor_id, hostname, pid, started_at, heartbeat_at, status, clock_offset_ms, detail
 FROM supervisors ORDER BY heartbeat_at DESC;
