@@ -33,6 +33,7 @@ supervisors may run against one database; it arbitrates every claim.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import socket
@@ -298,6 +299,11 @@ class Supervisor:
         except WatchkeeperError as exc:  # an optimisation: the first tick prepares them
             log.info("could not prepare the tick's statements ahead: %s", exc)
         await anyio.to_thread.run_sync(preload_zones)  # not at the first due instant
+        # what start-up made (modules, zones, prepared statements) lives as long as the
+        # process: frozen, no collection walks it again (a full one took 13 ms or more,
+        # at a due instant as likely as anywhere)
+        gc.collect()
+        gc.freeze()
         try:
             async with anyio.create_task_group() as tg:
                 self._scope, self._background = tg.cancel_scope, tg
