@@ -539,3 +539,22 @@ async def test_the_admission_lanes_are_shared_by_the_live_supervisors(db: Databa
         assert report.admitted == 12
         lanes.append(report.lanes)
     assert lanes == [4, 2, 4, 1]
+
+
+@pytest.mark.parametrize("other_status", ["draining", "clock_uncertain"])
+async def test_a_supervisor_that_does_not_admit_takes_no_share_of_the_lanes(
+        db: Database, other_status: str) -> None:
+    """A draining or clock-uncertain supervisor admits nothing: the running one keeps
+    all its lanes (found by a review: a rolling deploy's drain halved them)."""
+    clock = FakeClock(utc("2026-06-01T00:00:00Z"))
+    me = await owner(db, clock)
+    for i in range(12):
+        await confirmed(db, clock, {"trigger": {"type": "interval", "every": 60},
+                                    "overrun": "allow"}, definition_id=f"d{i}", principal=me)
+    for name, status in (("me", "running"), ("other", other_status)):
+        await db.execute("supervisor_upsert", name, "host", 1, utc("2026-06-01T00:01:00Z"),
+                         status, None, {"heartbeat_seconds": 5})
+    clock.set_wall(utc("2026-06-01T00:01:00Z"))
+    report = await tick(db, clock, batch_size=3, lanes=4)
+    assert report.admitted == 12
+    assert report.lanes == 4

@@ -49,8 +49,9 @@ async def tick(db: Database, clock: Clock, registry: Registry | None = None, *,
             once more is due than the first batch took: while PostgreSQL writes one
             batch this process plans the next. They split the due rows as replicas do
             (``SKIP LOCKED``), so no row is planned twice. The lanes are the fleet's:
-            with several live supervisors (heartbeats, :mod:`._fleet`) each runs
-            ``lanes // live`` of them, at least one, so that two supervisors on one
+            with several running supervisors (live heartbeats with status ``running``,
+            :mod:`._fleet`; a draining one admits nothing) each runs
+            ``lanes // running`` of them, at least one, so that two supervisors on one
             server do not write twice as many batches at once as one would (on a
             2-core machine that made two supervisors slower than one).
 

@@ -325,6 +325,16 @@ def _staging_columns() -> dict[str, tuple[tuple[str, str], ...]]:
 STAGING_COLUMNS = _staging_columns()
 """Each staging table's ``(column, type)`` pairs."""
 
+STAGING_JSONB = {table: frozenset(i for i, (_, kind) in enumerate(columns) if kind == "jsonb")
+                 for table, columns in STAGING_COLUMNS.items()}
+"""Each staging table's jsonb columns, by position."""
+
+
+def _json_text(value: Any) -> Any:
+    """A jsonb value as :class:`JsonText` (``None`` as is): sent in a ``jsonb[]`` array,
+    a list would be taken for one of the array's dimensions."""
+    return value if value is None or isinstance(value, JsonText) else JsonText(json.dumps(value))
+
 INLINE_VALUES = 8192
 """A batch of at most this many values (rows x the table's columns) is not COPYed into
 its staging table but sent with the statement that reads it, as one array per column
@@ -757,6 +767,8 @@ class Connection:
         """Staging table -> the rows staged in the open transaction, not COPYed (small)."""
         self._copied: set[str] = set()
         """The staging tables the open transaction created and COPYed into."""
+        self._depth = 0
+        """Transactions (and savepoints) open through :meth:`transaction`."""
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -770,6 +782,10 @@ class Connection:
             outermost = not self.raw.is_in_transaction()
             tx = self.raw.transaction()
             await tx.start()
+        # what was staged before a savepoint is what a rollback to it leaves staged
+        staged = None if outermost else (
+            {table: list(rows) for table, rows in self._inline.items()}, set(self._copied))
+        self._depth += 1
         try:
             if outermost:
                 self._inline.clear()
@@ -784,7 +800,14 @@ class Connection:
             if not _closed(self.raw):
                 with translated("rollback"):
                     await tx.rollback()
+            if staged is not None:
+                self._inline, self._copied = staged
             raise
+        finally:
+            self._depth -= 1
+            if outermost:  # staged rows end with their transaction
+                self._inline.clear()
+                self._copied.clear()
         with translated("commit"):  # not sent yet: a detached proxy means rolled back
             pid = self.raw.get_server_pid()
         backend_start, started = _BACKENDS.get(pid), None
@@ -865,17 +888,17 @@ class Connection:
         DROP): no session keeps a temporary table, so none has one to drop when it exits
         (that drop's COMMIT would wait for a synchronous standby, for ever when it is
         gone), and behind a transaction pooler nothing is left on a server session.
-        Rows are staged for the whole transaction: a savepoint rolled back does not take
-        back what was staged inside it (none is used around a stage).
+        Staged rows follow the transaction: a savepoint rolled back takes back what was
+        staged inside it, and nothing staged outlives the transaction.
 
         Raises:
             StoreError: ``table`` is not a staging table, a column is not one of its,
-                or no transaction is open.
+                or no transaction is open through :meth:`transaction`.
             DatabaseUnavailable: as every statement.
         """
-        if table not in STAGING or not self.raw.is_in_transaction():
+        if table not in STAGING or not self._depth or not self.raw.is_in_transaction():
             raise StoreError(f"stage {table}: a staging table ({', '.join(STAGING)}), filled "
-                             "inside a transaction")
+                             "inside a transaction (Connection.transaction)")
         full = [column for column, _ in STAGING_COLUMNS[table]]
         if list(columns) != full:
             if not set(columns) <= set(full):
@@ -887,6 +910,10 @@ class Connection:
         if table not in self._copied:
             kept = self._inline.setdefault(table, [])
             if (len(kept) + len(rows)) * len(full) <= INLINE_VALUES:
+                jsonb = STAGING_JSONB[table]
+                if jsonb and rows:  # in a jsonb[] parameter a list would be a dimension
+                    rows = [tuple(_json_text(v) if i in jsonb else v for i, v in enumerate(row))
+                            for row in rows]
                 kept.extend(rows)
                 return
             rows = [*self._inline.pop(table), *rows]

@@ -1178,10 +1178,11 @@ SELECT DISTINCT jsonb_array_elements_text(detail -> 'agents') AS agent
 FROM supervisors WHERE jsonb_typeof(detail -> 'agents') = 'array';
 
 -- name: supervisors_live_count
--- The supervisors live at $1 (as _fleet.SupervisorState.live: not stopped or lost, a
--- heartbeat within $2 of its own intervals): the fleet that shares the admission lanes.
+-- The supervisors running at $1 (status running: a draining or clock-uncertain one
+-- admits nothing; a heartbeat within $2 of its own intervals, as
+-- _fleet.SupervisorState.live): the fleet that shares the admission lanes.
 SELECT count(*) FROM supervisors
-WHERE status NOT IN ('stopped', 'lost')
+WHERE status = 'running'
   AND heartbeat_at >= $1::timestamptz - make_interval(
         secs => $2::float8 * coalesce((detail ->> 'heartbeat_seconds')::float8, 5));
 
