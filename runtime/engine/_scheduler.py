@@ -118,7 +118,7 @@ async def _admit_phases(db: Database, now: datetime, registry: Registry, actor: 
                                     registry)
     total.merge(report)
     if after is not None:
-        if lanes > 1:  # the lanes are the fleet's: each live supervisor runs its share
+        if lanes > 1:  # the lanes are the fleet's: each running supervisor runs its share
             fleet = await db.fetchval("supervisors_live_count", now, float(LIVE_HEARTBEATS))
             lanes = max(1, lanes // max(fleet, 1))
         total.lanes = max(lanes, 1)

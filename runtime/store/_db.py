@@ -23,8 +23,8 @@ statements), the search path is set by every transaction for itself (``set_confi
 true)``: PgBouncer before 1.20 refuses it as a startup parameter, and no pooler carries
 a ``SET`` from one transaction to the next), a statement outside a transaction gets a
 transaction of its own for that, a staging table is created (when a batch is too large
-to send with its statement) by the transaction that fills it, migrations run in one transaction under a
-transaction-scoped advisory lock, and a lost COMMIT is settled by the transaction's own
+to send with its statement) by the transaction that fills it, migrations run in one
+transaction under a transaction-scoped advisory lock, and a lost COMMIT is settled by the transaction's own
 server session and start, never by a session the pooler may since have handed to other
 work. A direct session keeps its statement cache and pays for none of this.
 :meth:`Database.open` tells the two apart by the server pid: the one a connection
@@ -335,6 +335,7 @@ def _json_text(value: Any) -> Any:
     a list would be taken for one of the array's dimensions."""
     return value if value is None or isinstance(value, JsonText) else JsonText(json.dumps(value))
 
+
 INLINE_VALUES = 8192
 """A batch of at most this many values (rows x the table's columns) is not COPYed into
 its staging table but sent with the statement that reads it, as one array per column
@@ -363,11 +364,11 @@ def _staging_reads() -> dict[str, frozenset[str]]:
         if name == "staging_tables":
             continue
         code = _code(sql)
-        tables = set(re.findall(r"\bwk_stage_\w+", code))
-        if not tables:
+        named = re.findall(r"\bwk_stage_\w+", code)
+        if not named:
             continue
-        if len(_STAGE_REF.findall(code)) != len(re.findall(r"\bwk_stage_\w+", code)) \
-                or not tables <= STAGING.keys():
+        tables = set(named)
+        if len(_STAGE_REF.findall(code)) != len(named) or not tables <= STAGING.keys():
             raise ConfigError(f"queries.sql: {name} reads a staging table other than as "
                               "FROM/JOIN <table> <alias>")
         reads[name] = frozenset(tables)
