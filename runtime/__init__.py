@@ -124,7 +124,7 @@ __all__ = [
 
 
 # Imported on first use (see watchkeeper._lazy): the engine and the store bring the database driver,
-# the supervisor and the outbox; the settings, pydantic-settings.
+# the supervisor and the outbox; the settings, pydantic.
 __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "._settings": (
         "Settings", "load_settings", "load_units_file",

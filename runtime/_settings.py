@@ -1,4 +1,4 @@
-"""Settings from the environment (pydantic-settings).
+"""Settings from the environment: a pydantic model, each field read from its variable.
 
 =============================== ======================================== =========
 variable                        meaning                                  default
@@ -45,15 +45,23 @@ variable                        meaning                                  default
 ``WATCHKEEPER_MAX_BODY_BYTES``  the largest request body the HTTP API    1048576
                                 and ``/mcp`` read (413 beyond it)
 =============================== ======================================== =========
+
+Variable names are matched without regard to case, as pydantic-settings matches them
+(``watchkeeper_workers`` counts); an empty value is a value, not unset (except
+``WATCHKEEPER_UNITS_FILE``). The model is plain pydantic rather than a
+``pydantic_settings.BaseSettings``: every command reads the settings, and importing
+pydantic-settings (its dotenv, cloud and CLI sources) cost a short command such as
+``watchkeeper preview`` about a tenth of its start (bench/cli_start.py).
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from watchkeeper.triggers import MAX_UNITS_TEXT, SpecError, define_units
 
@@ -63,21 +71,55 @@ from .store._config import DEFAULT_SCHEMA, Pooler, check_schema, default_home
 __all__ = ["Settings", "load_settings", "load_units_file"]
 
 
-class Settings(BaseSettings):
-    """watchkeeper's settings; every field can be set by its environment variable."""
+_PREFIX = "WATCHKEEPER_"
 
-    model_config = SettingsConfigDict(env_prefix="WATCHKEEPER_", extra="ignore")
+_VARIABLES: dict[str, tuple[str, ...]] = {
+    "database_url": ("DATABASE_URL", "WATCHKEEPER_DATABASE_URL"),
+    "database_read_url": ("DATABASE_READ_URL", "WATCHKEEPER_DATABASE_READ_URL"),
+    "schema_": ("WATCHKEEPER_SCHEMA",),
+}
+"""The variables of the fields not named ``WATCHKEEPER_<FIELD>``, the first set wins."""
 
-    database_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("DATABASE_URL", "WATCHKEEPER_DATABASE_URL"))
-    database_read_url: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("DATABASE_READ_URL", "WATCHKEEPER_DATABASE_READ_URL"))
+
+def variables_of(field: str) -> tuple[str, ...]:
+    """The environment variables that set ``field`` of :class:`Settings`, in the order
+    they are looked up (``"workers"`` -> ``("WATCHKEEPER_WORKERS",)``)."""
+    return _VARIABLES.get(field, (f"{_PREFIX}{field.upper()}",))
+
+
+def environment_values(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The fields of :class:`Settings` set in ``environ`` (default ``os.environ``), by
+    field name, as the text of their variable (names matched without regard to case)."""
+    folded = {name.lower(): value for name, value in (os.environ if environ is None
+                                                       else environ).items()}
+    values = {}
+    for field in Settings.model_fields:
+        for variable in variables_of(field):
+            if variable.lower() in folded:
+                values[field] = folded[variable.lower()]
+                break
+    return values
+
+
+class Settings(BaseModel):
+    """watchkeeper's settings; every field can be set by its environment variable.
+
+    ``Settings(**fields)`` reads the environment (:func:`environment_values`), the
+    fields given by name winning over it; a bad value raises pydantic's
+    ``ValidationError`` at its field name (:func:`load_settings` words it as the
+    variable to fix).
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(**{**environment_values(), **fields})
+
+    database_url: str | None = None
+    database_read_url: str | None = None
     home: Path = Field(default_factory=default_home)
-    # Not named ``schema``, which would shadow BaseModel.schema (a pydantic warning); the
-    # one alias is the variable's full name (an alias is also read as an environment
-    # variable: a bare "schema" would pick up an unrelated SCHEMA).
-    schema_: str = Field(default=DEFAULT_SCHEMA, validation_alias="WATCHKEEPER_SCHEMA")
+    # Not named ``schema``, which would shadow BaseModel.schema (a pydantic warning).
+    schema_: str = DEFAULT_SCHEMA
     pooler: Pooler = Pooler.AUTO
     token: str | None = None
     agent_key: str | None = None
@@ -150,9 +192,8 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         lines = []
         for problem in exc.errors():
-            name = str(problem["loc"][0]).upper() if problem["loc"] else "SETTINGS"
-            if not name.startswith(("WATCHKEEPER_", "DATABASE_URL", "DATABASE_READ_URL")):
-                name = f"WATCHKEEPER_{name.rstrip('_')}"
+            name = (variables_of(str(problem["loc"][0]))[0] if problem["loc"]
+                    else "WATCHKEEPER_SETTINGS")
             message = str(problem["msg"]).removeprefix("Value error, ").rstrip(".")
             fix = "" if "Fix:" in message else f". Fix: set {name} to a valid value or unset it."
             lines.append(f"setting {name}: {message}{fix or '.'}")
