@@ -98,8 +98,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 
 
 class _Model(pydantic.BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float",
-                              use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float")
 
 
 class Comparison(_Model):
@@ -114,18 +113,18 @@ class Comparison(_Model):
             time the observation's own unit decides.
     """
 
-    subject: Annotated[str, Field(min_length=1, max_length=256)]
-    """What the source reports on, e.g. 'AAPL'."""
-    op: Literal["<", "<=", ">", ">=", "==", "!="]
-    """How the reading compares with threshold."""
-    threshold: Annotated[str, Field(min_length=1, max_length=100)]
-    """A quantity with its unit, e.g. '10 USD/share' or '5000 USD'."""
-    freshness: Duration | None = None
-    """The oldest reading still taken as evidence (seconds or ISO 8601, e.g. 'P45D');
-    older reads unknown. null: any age."""
-    unit: Annotated[str, Field(max_length=64)] | None = None
-    """The unit the source reports this subject in, to check the threshold against at
-    proposal; null: the reading's own unit decides."""
+    subject: Annotated[str, Field(min_length=1, max_length=256)] = Field(description=(
+        "What the source reports on, e.g. 'AAPL'."))
+    op: Literal["<", "<=", ">", ">=", "==", "!="] = Field(description=(
+        "How the reading compares with threshold."))
+    threshold: Annotated[str, Field(min_length=1, max_length=100)] = Field(description=(
+        "A quantity with its unit, e.g. '10 USD/share' or '5000 USD'."))
+    freshness: Duration | None = Field(None, description=(
+        "The oldest reading still taken as evidence (seconds or ISO 8601, e.g. 'P45D'); older reads "
+        "unknown. null: any age."))
+    unit: Annotated[str, Field(max_length=64)] | None = Field(None, description=(
+        "The unit the source reports this subject in, to check the threshold against at proposal; null: "
+        "the reading's own unit decides."))
 
     @pydantic.field_validator("freshness", mode="before")
     @classmethod
@@ -178,25 +177,25 @@ class Comparison(_Model):
 class AllOf(_Model):
     """True when every part is true (Kleene conjunction)."""
 
-    all: Annotated[tuple[Predicate, ...], Field(min_length=1)]
-    """True when every one of these predicates is true."""
+    all: Annotated[tuple[Predicate, ...], Field(min_length=1)] = Field(description=(
+        "True when every one of these predicates is true."))
 
 
 class AnyOf(_Model):
     """True when some part is true (Kleene disjunction)."""
 
-    any: Annotated[tuple[Predicate, ...], Field(min_length=1)]
-    """True when any of these predicates is true."""
+    any: Annotated[tuple[Predicate, ...], Field(min_length=1)] = Field(description=(
+        "True when any of these predicates is true."))
 
 
 class NotOf(_Model):
     """The negation (unknown stays unknown)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
-                              ser_json_timedelta="float", use_attribute_docstrings=True)
+                              ser_json_timedelta="float")
 
-    not_: Predicate = Field(alias="not")
-    """True when this predicate is false (unknown stays unknown)."""
+    not_: Predicate = Field(alias="not", description=(
+        "True when this predicate is false (unknown stays unknown)."))
 
 
 def _kind(value: Any) -> str | None:

@@ -193,8 +193,7 @@ def _zone(value: str | None, field: str, info: ValidationInfo) -> str:
 class _Model(BaseModel):
     # durations are stored as seconds: pydantic's ISO form writes 400 days as 'P1Y35D',
     # which a stored spec could then not be read back from (months and years vary)
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float",
-                              use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_timedelta="float")
 
 
 def _zone_required(schema: dict[str, Any]) -> None:
@@ -213,17 +212,16 @@ class CronTrigger(_Model):
 
     model_config = ConfigDict(**_Model.model_config, json_schema_extra=_zone_required)
 
-    type: Literal["cron"]
-    """Always "cron": run at the times a cron expression names."""
-    expr: str
-    """A 5-field cron expression: minute hour day-of-month month day-of-week, e.g. '0 20
-    * * 3' (Wednesdays at 20:00)."""
-    zone: str | None = None
-    """The IANA zone the expression's wall times are read in, e.g. 'Europe/Paris' or
-    'America/New_York'. Required."""
-    dst_gap: DstGap = "skip"
-    """A wall time the clocks skip on a DST change: 'skip' (no run that day) or
-    'run_after' (run at the first instant after the gap)."""
+    type: Literal["cron"] = Field(description='Always "cron": run at the times a cron expression names.')
+    expr: str = Field(description=(
+        "A 5-field cron expression: minute hour day-of-month month day-of-week, e.g. '0 20 * * 3' "
+        "(Wednesdays at 20:00)."))
+    zone: str | None = Field(None, description=(
+        "The IANA zone the expression's wall times are read in, e.g. 'Europe/Paris' or 'America/New_York'. "
+        "Required."))
+    dst_gap: DstGap = Field("skip", description=(
+        "A wall time the clocks skip on a DST change: 'skip' (no run that day) or 'run_after' (run at the "
+        "first instant after the gap)."))
 
     @pydantic.field_validator("expr")
     @classmethod
@@ -260,14 +258,13 @@ class IntervalTrigger(_Model):
     (default 1970-01-01T00:00Z, so a 15-minute interval fires at :00, :15, ...).
     """
 
-    type: Literal["interval"]
-    """Always "interval": run every fixed duration, DST-free."""
-    every: Duration
-    """How often: seconds or an ISO 8601 duration such as 'PT15M', at least the
-    runtime's minimum interval (60 s by default)."""
-    anchor: datetime = EPOCH
-    """An instant with an offset the grid anchor + n * every starts from (default
-    1970-01-01T00:00:00Z, so 15 minutes fires at :00, :15, ...)."""
+    type: Literal["interval"] = Field(description='Always "interval": run every fixed duration, DST-free.')
+    every: Duration = Field(description=(
+        "How often: seconds or an ISO 8601 duration such as 'PT15M', at least the runtime's minimum "
+        "interval (60 s by default)."))
+    anchor: datetime = Field(EPOCH, description=(
+        "An instant with an offset the grid anchor + n * every starts from (default 1970-01-01T00:00:00Z, "
+        "so 15 minutes fires at :00, :15, ...)."))
 
     @pydantic.field_validator("every", mode="before")
     @classmethod
@@ -300,13 +297,11 @@ class AtTrigger(_Model):
     (or as an aware timestamp). A wall time that does not exist is rejected; a
     repeated one means its first instant."""
 
-    type: Literal["at"]
-    """Always "at": run once."""
-    at: datetime
-    """When: a local wall time read in zone, e.g. '2026-12-02T20:00:00', or an instant
-    with an offset."""
-    zone: str = "UTC"
-    """The IANA zone a wall time in at is read in, e.g. 'Europe/Paris' (default UTC)."""
+    type: Literal["at"] = Field(description='Always "at": run once.')
+    at: datetime = Field(description=(
+        "When: a local wall time read in zone, e.g. '2026-12-02T20:00:00', or an instant with an offset."))
+    zone: str = Field("UTC", description=(
+        "The IANA zone a wall time in at is read in, e.g. 'Europe/Paris' (default UTC)."))
 
     @pydantic.field_validator("at", mode="before")
     @classmethod
@@ -362,11 +357,11 @@ class SourceRef(_Model):
     with: a source that reports another version yields ``unknown``, never a silently
     different reading."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    """The observation source's name, as a supervisor registers it (e.g. 'prices')."""
-    version: Annotated[str, Field(min_length=1, max_length=64)]
-    """The source's version this condition was written against; a source reporting
-    another version reads unknown."""
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] = Field(description=(
+        "The observation source's name, as a supervisor registers it (e.g. 'prices')."))
+    version: Annotated[str, Field(min_length=1, max_length=64)] = Field(description=(
+        "The source's version this condition was written against; a source reporting another version reads "
+        "unknown."))
 
 
 _COOLDOWN_FIRST_MATCH = ("trigger.cooldown",
@@ -384,25 +379,23 @@ class ConditionTrigger(_Model):
     fires.
     """
 
-    type: Literal["condition"]
-    """Always "condition": poll a source and run when the predicate becomes true."""
-    mode: ConditionMode
-    """'first_match' (run once, on the first true reading; the agreement then completes)
-    or 'every_edge' (run on each change from false to true)."""
-    source: SourceRef
-    """Which observation source to read, and its version."""
-    poll_every: Duration
-    """How often to read the source: seconds or an ISO 8601 duration such as 'PT1H', at
-    least the runtime's minimum interval."""
-    anchor: datetime = EPOCH
-    """An instant with an offset the poll grid anchor + n * poll_every starts from
-    (default 1970-01-01T00:00:00Z)."""
-    cooldown: Duration = timedelta(0)
-    """every_edge only: the least time between two runs, seconds or ISO 8601 (default
-    0)."""
-    predicate: Predicate
-    """When to run: a comparison {subject, op, threshold}, or all / any / not of
-    predicates. An unknown reading never runs."""
+    type: Literal["condition"] = Field(description=(
+        'Always "condition": poll a source and run when the predicate becomes true.'))
+    mode: ConditionMode = Field(description=(
+        "'first_match' (run once, on the first true reading; the agreement then completes) or 'every_edge' "
+        "(run on each change from false to true)."))
+    source: SourceRef = Field(description="Which observation source to read, and its version.")
+    poll_every: Duration = Field(description=(
+        "How often to read the source: seconds or an ISO 8601 duration such as 'PT1H', at least the "
+        "runtime's minimum interval."))
+    anchor: datetime = Field(EPOCH, description=(
+        "An instant with an offset the poll grid anchor + n * poll_every starts from (default "
+        "1970-01-01T00:00:00Z)."))
+    cooldown: Duration = Field(timedelta(0), description=(
+        "every_edge only: the least time between two runs, seconds or ISO 8601 (default 0)."))
+    predicate: Predicate = Field(description=(
+        "When to run: a comparison {subject, op, threshold}, or all / any / not of predicates. An unknown "
+        "reading never runs."))
 
     @pydantic.field_validator("poll_every", mode="before")
     @classmethod
@@ -474,13 +467,11 @@ Trigger = Annotated[CronTrigger | IntervalTrigger | AtTrigger | ConditionTrigger
 class Lateness(_Model):
     """Lateness policy and ``late_grace`` (``expires_at = not_before + late_grace``)."""
 
-    policy: LatePolicy = LatePolicy.SKIP_EXPIRED
-    """A run that could not start within late_grace: 'skip_expired' (recorded, not run),
-    'catch_up_once' (one run for every missed occurrence) or 'review_late' (waits for
-    the owner)."""
-    late_grace: Duration = timedelta(minutes=10)
-    """How late a run may still start: seconds or ISO 8601, 0 to 7 days (default 10
-    minutes)."""
+    policy: LatePolicy = Field(LatePolicy.SKIP_EXPIRED, description=(
+        "A run that could not start within late_grace: 'skip_expired' (recorded, not run), 'catch_up_once' "
+        "(one run for every missed occurrence) or 'review_late' (waits for the owner)."))
+    late_grace: Duration = Field(timedelta(minutes=10), description=(
+        "How late a run may still start: seconds or ISO 8601, 0 to 7 days (default 10 minutes)."))
 
     @pydantic.field_validator("late_grace", mode="before")
     @classmethod
@@ -499,10 +490,10 @@ class Ends(_Model):
     """When the schedule ends: never (default), ``until`` an aware instant
     (inclusive), and/or ``after`` N calendar occurrences (skipped ones count)."""
 
-    until: datetime | None = None
-    """No occurrence after this instant (with an offset, inclusive); null: no end date."""
-    after: Annotated[pydantic.StrictInt, Field(gt=0, le=1_000_000_000)] | None = None
-    """End after this many occurrences, skipped ones included; null: no count."""
+    until: datetime | None = Field(None, description=(
+        "No occurrence after this instant (with an offset, inclusive); null: no end date."))
+    after: Annotated[pydantic.StrictInt, Field(gt=0, le=1_000_000_000)] | None = Field(None, description=(
+        "End after this many occurrences, skipped ones included; null: no count."))
 
     @pydantic.field_validator("until", mode="before")
     @classmethod
@@ -525,13 +516,13 @@ class AgentSpec(_Model):
     set a key the runtime writes (``schedule``, ``trigger``).
     """
 
-    name: str = "digest"
-    """The agent that runs the task: 'digest' (built in, no model), 'model' (the
-    supervisor's model endpoint), or the name of an agent a supervisor offers."""
-    params: dict[str, JsonValue] = Field(default_factory=dict)
-    """The agent's own settings; for 'model': model (required), system_prompt,
-    temperature (0-2), max_output_tokens, input_usd_per_1k, output_usd_per_1k (decimal
-    strings), request_timeout_seconds, http_retries, output_retries."""
+    name: str = Field("digest", description=(
+        "The agent that runs the task: 'digest' (built in, no model), 'model' (the supervisor's model "
+        "endpoint), or the name of an agent a supervisor offers."))
+    params: dict[str, JsonValue] = Field(default_factory=dict, description=(
+        "The agent's own settings; for 'model': model (required), system_prompt, temperature (0-2), "
+        "max_output_tokens, input_usd_per_1k, output_usd_per_1k (decimal strings), "
+        "request_timeout_seconds, http_retries, output_retries."))
 
     @pydantic.model_validator(mode="after")
     def _params(self) -> AgentSpec:
@@ -556,28 +547,30 @@ class Limits(_Model):
     conditions) the polling budget per accounting period: every poll consumes it, one
     that returns unknown included, and it never refunds within its period."""
 
-    deadline: Duration = timedelta(minutes=10)
-    """How long one run may take: seconds or ISO 8601, up to 7 days (default 10
-    minutes)."""
-    max_attempts: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 3
-    """How many times a failed run is tried, 1-20 (default 3)."""
-    max_tasks_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000)] | None = None
-    """The most tasks admitted per period; null: no cap."""
-    period: Period = Period.DAY
-    """The accounting period of the per-period caps, in the agreement's zone: 'day',
-    'week' or 'month'."""
-    max_model_requests: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
-    """The most model requests one task may make (an integer); null: no cap."""
-    max_tool_attempts: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
-    """The most tool calls one task may make (an integer); null: no cap."""
-    max_cost_usd: Annotated[Decimal, Field(ge=0, le=1_000_000_000)] | None = None
-    """The most one task may spend on the model, in USD, as a decimal string such as
-    "0.25"; null: no cap."""
-    max_polls_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = None
-    """Conditions: the most polls per period, unknown readings included; null: no cap."""
-    max_roots: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = 1
-    """How many roots one task may run, 1-20 (default 1: no continuation; a run may
-    end asking to continue as the task's next root)."""
+    deadline: Duration = Field(timedelta(minutes=10), description=(
+        "How long one run may take: seconds or ISO 8601, up to 7 days (default 10 minutes)."))
+    max_attempts: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = Field(3, description=(
+        "How many times a failed run is tried, 1-20 (default 3)."))
+    max_tasks_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000)] | None = Field(
+        None, description=(
+            "The most tasks admitted per period; null: no cap."))
+    period: Period = Field(Period.DAY, description=(
+        "The accounting period of the per-period caps, in the agreement's zone: 'day', 'week' or 'month'."))
+    max_model_requests: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = Field(
+        None, description=(
+            "The most model requests one task may make (an integer); null: no cap."))
+    max_tool_attempts: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = Field(
+        None, description=(
+            "The most tool calls one task may make (an integer); null: no cap."))
+    max_cost_usd: Annotated[Decimal, Field(ge=0, le=1_000_000_000)] | None = Field(None, description=(
+        'The most one task may spend on the model, in USD, as a decimal string such as "0.25"; null: no '
+        "cap."))
+    max_polls_per_period: Annotated[pydantic.StrictInt, Field(ge=0, le=1_000_000_000)] | None = Field(
+        None, description=(
+            "Conditions: the most polls per period, unknown readings included; null: no cap."))
+    max_roots: Annotated[pydantic.StrictInt, Field(ge=1, le=20)] = Field(1, description=(
+        "How many roots one task may run, 1-20 (default 1: no continuation; a run may end asking to "
+        "continue as the task's next root)."))
 
     @pydantic.field_validator("deadline", mode="before")
     @classmethod
@@ -635,11 +628,11 @@ class Delivery(_Model):
     relative path (written under WATCHKEEPER_HOME/notices/<tenant>/); or ``webhook`` with
     the name of one of the tenant's webhook endpoints (``watchkeeper webhooks add``)."""
 
-    channel: Literal["log", "file", "webhook"] = "log"
-    """Where the notice goes: 'log', 'file' or 'webhook'."""
-    destination: str = ""
-    """For 'file': a relative path such as 'reports.jsonl'; for 'webhook': the name of a
-    webhook endpoint of the tenant; empty for 'log'."""
+    channel: Literal["log", "file", "webhook"] = Field("log", description=(
+        "Where the notice goes: 'log', 'file' or 'webhook'."))
+    destination: str = Field("", description=(
+        "For 'file': a relative path such as 'reports.jsonl'; for 'webhook': the name of a webhook "
+        "endpoint of the tenant; empty for 'log'."))
 
     @pydantic.model_validator(mode="after")
     def _destination(self) -> Delivery:
@@ -664,12 +657,11 @@ class OutputPromise(_Model):
     """What a run must produce: a non-empty markdown report (default), or an
     artifact file of ``type`` (a suffix such as ``".md"``) under ``directory``."""
 
-    kind: Literal["markdown", "artifact"] = "markdown"
-    """What a run must produce: 'markdown' (a non-empty report) or 'artifact' (a file)."""
-    directory: str | None = None
-    """For an artifact: the relative directory it is written in, e.g. 'drafts'."""
-    type: str | None = None
-    """For an artifact: its file suffix, e.g. '.md'."""
+    kind: Literal["markdown", "artifact"] = Field("markdown", description=(
+        "What a run must produce: 'markdown' (a non-empty report) or 'artifact' (a file)."))
+    directory: str | None = Field(None, description=(
+        "For an artifact: the relative directory it is written in, e.g. 'drafts'."))
+    type: str | None = Field(None, description="For an artifact: its file suffix, e.g. '.md'.")
 
     @pydantic.model_validator(mode="after")
     def _artifact(self) -> OutputPromise:
@@ -692,38 +684,31 @@ class SpecV1(_Model):
     instructions), within which limits, and where its notice goes. Everything but title
     and notes is covered by the spec_hash the owner confirms."""
 
-    version: Literal[1] = 1
-    """The spec format's version: 1."""
-    trigger: Trigger
-    """When the task runs: cron, interval, at (once) or condition, chosen by type."""
-    lateness: Lateness = Lateness()
-    """What happens to a run that could not start on time."""
-    overrun: OverrunPolicy = OverrunPolicy.SKIP
-    """A new occurrence while the previous task still runs: 'skip', 'queue_one', 'allow'
-    or 'cancel_previous'."""
-    jitter: Duration = timedelta(0)
-    """A random delay of up to this much before each run, 0 to 1 hour (seconds or ISO
-    8601)."""
-    ends: Ends = Ends()
-    """When the schedule ends (default: never)."""
-    agent: AgentSpec = AgentSpec()
-    """Which agent runs the task, and its settings."""
-    instructions: str = Field("", json_schema_extra={"maxLength": 20_000})
-    """What the agent is asked to do, in plain words."""
-    sources: tuple[str, ...] = ()
-    """The observation sources (by name) the agent may read during a run (ctx.sources)."""
-    delivery: tuple[Delivery, ...] = (Delivery(),)
-    """Where the notice of each committed report goes (default: the log)."""
-    limits: Limits = Limits()
-    """Deadline, attempts and budgets."""
-    audiences: tuple[str, ...] = ()
-    """Audience labels handed to the agent in its context (ctx.audiences)."""
-    output: OutputPromise = OutputPromise()
-    """What a run must produce."""
-    title: str = Field("", json_schema_extra={"maxLength": 200})
-    """A short name for people; editing it needs no new confirmation."""
-    notes: str = Field("", json_schema_extra={"maxLength": 4_000})
-    """Free notes for people; editing them needs no new confirmation."""
+    version: Literal[1] = Field(1, description="The spec format's version: 1.")
+    trigger: Trigger = Field(description=(
+        "When the task runs: cron, interval, at (once) or condition, chosen by type."))
+    lateness: Lateness = Field(Lateness(), description="What happens to a run that could not start on time.")
+    overrun: OverrunPolicy = Field(OverrunPolicy.SKIP, description=(
+        "A new occurrence while the previous task still runs: 'skip', 'queue_one', 'allow' or "
+        "'cancel_previous'."))
+    jitter: Duration = Field(timedelta(0), description=(
+        "A random delay of up to this much before each run, 0 to 1 hour (seconds or ISO 8601)."))
+    ends: Ends = Field(Ends(), description="When the schedule ends (default: never).")
+    agent: AgentSpec = Field(AgentSpec(), description="Which agent runs the task, and its settings.")
+    instructions: str = Field("", json_schema_extra={"maxLength": 20_000}, description=(
+        "What the agent is asked to do, in plain words."))
+    sources: tuple[str, ...] = Field((), description=(
+        "The observation sources (by name) the agent may read during a run (ctx.sources)."))
+    delivery: tuple[Delivery, ...] = Field((Delivery(),), description=(
+        "Where the notice of each committed report goes (default: the log)."))
+    limits: Limits = Field(Limits(), description="Deadline, attempts and budgets.")
+    audiences: tuple[str, ...] = Field((), description=(
+        "Audience labels handed to the agent in its context (ctx.audiences)."))
+    output: OutputPromise = Field(OutputPromise(), description="What a run must produce.")
+    title: str = Field("", json_schema_extra={"maxLength": 200}, description=(
+        "A short name for people; editing it needs no new confirmation."))
+    notes: str = Field("", json_schema_extra={"maxLength": 4_000}, description=(
+        "Free notes for people; editing them needs no new confirmation."))
 
     TEXT_LIMITS: ClassVar[dict[str, int]] = {"instructions": 20_000, "title": 200,
                                              "notes": 4_000}
