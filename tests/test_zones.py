@@ -289,3 +289,45 @@ def test_a_supervisor_preloads_every_zone_a_stored_schedule_can_name() -> None:
         assert zone is _cron._ZONES[name] and zone == zoneinfo.ZoneInfo(name)
         assert datetime(2026, 7, 1, tzinfo=zone).utcoffset() == \
             datetime(2026, 7, 1, tzinfo=zoneinfo.ZoneInfo(name)).utcoffset()
+
+
+def _walked_tz_names(tmp_path: Path) -> set[str]:
+    """Names of a made-up tz directory, for the cases the host's may not have."""
+    (tmp_path / "Area").mkdir()
+    (tmp_path / "Area" / "Town").write_bytes(b"TZif2...")
+    (tmp_path / "Area" / "Notes").write_bytes(b"# not a zone")
+    (tmp_path / "right").mkdir()
+    (tmp_path / "right" / "Leap").write_bytes(b"TZif2...")
+    (tmp_path / "Linked").symlink_to(tmp_path / "Area", target_is_directory=True)
+    (tmp_path / "Alias").symlink_to(tmp_path / "Area" / "Town")
+    return {"Area/Town", "Area/Notes", "right/Leap", "Linked/Town", "Alias", "Area",
+            "Area/../Area/Town", "./Alias", "Area//Town", "/Area/Town", "Area/Town/"}
+
+
+def test_a_zone_is_known_exactly_when_the_full_listing_has_it(
+        tmp_path: Path) -> None:
+    """is_known_zone (one file opened) agrees with zoneinfo.available_timezones (every
+    file opened, less the host-specific names) on every name the host's tz database and
+    the tzdata package hold, on file names that are not zones, and on paths a walk of
+    the directory would not produce (right/, a symlinked directory, '..', '//')."""
+    from watchkeeper.triggers._zones import _known_zones, is_known_zone
+
+    listed = zoneinfo.available_timezones()
+    odd = {"localtime", "posixrules", "Factory", "zone.tab", "tzdata.zi", "leapseconds",
+           "iso3166.tab", "posix/Europe/Paris", "right/Europe/Paris", "Europe", "",
+           "Europe/Paris/", "Europe//Paris", "../zoneinfo/UTC", "Europe/Paris\0", "Mars/Base"}
+    for name in listed | odd:
+        assert is_known_zone(name) == (name in _known_zones()), name
+    assert is_known_zone("Europe/Paris") and not is_known_zone("posixrules")
+    # a tz directory of its own, where the host's may lack the odd cases
+    names = _walked_tz_names(tmp_path)
+    zoneinfo.reset_tzpath([str(tmp_path)])
+    is_known_zone.cache_clear()
+    try:
+        walked = zoneinfo.available_timezones()
+        for name in names:
+            assert is_known_zone(name) == (name in walked), name
+        assert {"Area/Town", "Alias"} <= walked and "Linked/Town" not in walked
+    finally:
+        zoneinfo.reset_tzpath()
+        is_known_zone.cache_clear()
