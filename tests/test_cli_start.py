@@ -24,8 +24,9 @@ SERVING = frozenset({"fastapi", "starlette", "uvicorn", "sse_starlette", "mcp", 
                      "openai", "jinja2", "prometheus_client"})
 """What only serving (serve, mcp) or running a model needs: the HTTP server, the API
 framework, the MCP SDK, the model client, the page's templates, metrics."""
-OFFLINE = SERVING | {"asyncpg", "httpx"}
-"""What a command that never opens the database or the network does not need either."""
+OFFLINE = SERVING | {"asyncpg", "httpx", "pydantic_settings"}
+"""What a command that never opens the database or the network does not need either (the
+settings are read without pydantic-settings)."""
 CLI = "watchkeeper.runtime.doors.cli"
 
 # Runs the module as ``python -m watchkeeper`` does, then writes the names of the
@@ -153,3 +154,64 @@ def test_commands_names_the_module_of_every_command() -> None:
     assert found == {module: set(names) for module, names in cli.COMMANDS.items()}
     assert sum(len(names) for names in cli.COMMANDS.values()) == len(
         {name for names in cli.COMMANDS.values() for name in names})
+
+
+def test_the_app_of_one_command_reads_its_command_line_as_the_full_app_does() -> None:
+    """``commands(args)`` builds only the command ``args`` names; that app prints the
+    same help, usage errors and output for it as the app with every command (typer
+    would read a lone command's name as its first argument without the callback that
+    keeps the app a group)."""
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    full = cli.commands()
+    names = [name for names in cli.COMMANDS.values() for name in names]
+    for name in names:
+        one = cli.commands([name])
+        assert [c.name for c in one.registered_commands] + [
+            g.name for g in one.registered_groups] == [name]
+        for args in ([name, "--help"], [name, "--no-such-option"]):
+            alone, every = runner.invoke(one, args), runner.invoke(full, args)
+            assert (alone.exit_code, alone.output) == (every.exit_code, every.output), args
+    args = ["preview", "--cron", "0 9 * * 1", "--tz", "Europe/London", "--after",
+            "2026-12-01T00:00:00Z", "--count", "2", "--json"]
+    alone = runner.invoke(cli.commands(args), args)
+    assert alone.exit_code == 0
+    assert [item["slot"] for item in json.loads(alone.output)] == [
+        "2026-12-07T09:00[Europe/London]", "2026-12-14T09:00[Europe/London]"]
+    assert cli.commands(["no-such-command"]) is full
+
+
+_GC_WRAPPER = """
+import gc, json, runpy, sys
+target, *args = sys.argv[1:]
+sys.argv = ["watchkeeper", *args]
+try:
+    runpy.run_module("watchkeeper", run_name="__main__", alter_sys=True)
+finally:
+    with open(target, "w") as f:
+        json.dump({"gc": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                   "logging": "logging" in sys.modules}, f)
+"""
+
+
+@pytest.mark.anyio
+async def test_the_collector_is_off_while_a_command_starts_and_on_when_it_runs_long(
+        db: Database, db_dsn: str, tmp_path: Path) -> None:
+    """``preview`` ends with Python's garbage collector off and without the logging
+    module; a command that opens the database turns the collector back on (what the
+    start built frozen out of collections) and logs."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["WATCHKEEPER_HOME"] = str(tmp_path)
+    target = tmp_path / "state.json"
+    states = {}
+    for args, dsn in ((("preview", "--cron", "0 9 * * 1", "--tz", "UTC"), None),
+                      (("users", "add", "demo", "alice"), db_dsn)):
+        run_env = env if dsn is None else {**env, "DATABASE_URL": dsn}
+        result = await anyio.run_process([sys.executable, "-c", _GC_WRAPPER, str(target),
+                                          *args], env=run_env, check=False)
+        assert result.returncode == 0, result.stderr.decode()
+        states[args[0]] = json.loads(target.read_text())
+    assert states["preview"] == {"gc": False, "frozen": 0, "logging": False}
+    assert states["users"]["gc"] is True and states["users"]["frozen"] > 10_000
+    assert states["users"]["logging"] is True

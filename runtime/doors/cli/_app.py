@@ -9,8 +9,8 @@ Exit codes (one mapping, here): 0 ok; 1 runtime failure; 2 bad input or configur
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
-import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -37,11 +37,10 @@ if TYPE_CHECKING:
 # Each command imports what it uses inside its own function (the settings, the database,
 # the supervisor, the HTTP server): --help and preview start without any of them.
 
-__all__ = ["MAX_ID", "MAX_REVISION", "StdoutClosed", "app", "db_app", "emit_json", "err",
-           "exit_code", "fail_input", "fail_json", "first_leaf", "instant", "keys_app", "options", "out",
-           "prefs_app", "replays_app", "secrets_app", "series_error", "settings", "users_app",
-           "webhooks_app",
-           "with_db", "write"]
+__all__ = ["app", "collect", "db_app", "emit_json", "err", "exit_code", "fail_input", "fail_json",
+           "first_leaf", "instant", "keys_app", "MAX_ID", "MAX_REVISION", "options", "out",
+           "prefs_app", "replays_app", "secrets_app", "series_error", "settings", "StdoutClosed",
+           "users_app", "webhooks_app", "with_db", "write"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Keep the standing agreements people make with their AI agents.")
@@ -112,15 +111,29 @@ def write(text: str) -> None:
         raise StdoutClosed from exc
 
 
-def main() -> None:
-    """Run the app on the command line (``cli.main`` first registers its command): log
-    warnings to stderr, and end with 0 when the reader of stdout went away."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("watchkeeper.notify").setLevel(logging.INFO)  # the log channel
+def collect() -> None:
+    """Turn Python's garbage collector back on for a command that may run long (it is off
+    while the command starts, :func:`watchkeeper.runtime.doors.cli.main`), leaving what
+    the start built out of every later collection (``gc.freeze``: it lives as long as
+    the process). Does nothing when the collector is on."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+def main(command: typer.Typer | None = None, *, logs: bool = True) -> None:
+    """Run ``command`` (default :data:`app`; ``cli.main`` passes the one it registered)
+    on the command line: with ``logs``, log warnings (and the log channel's notices) to
+    stderr; end with 0 when the reader of stdout went away."""
+    if logs:
+        import logging
+
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("watchkeeper.notify").setLevel(logging.INFO)  # the log channel
     was_devnull = _stdout_is_devnull()
     try:
-        app()
+        (command or app)()
     except StdoutClosed:
         _quiet_stdout()
         raise SystemExit(0) from None
@@ -179,6 +192,7 @@ def with_db(fn: Callable[[Database, Settings], Awaitable[T]], *, json_errors: bo
     from watchkeeper.runtime import Database
     from watchkeeper.runtime.usecases import database_server, database_timeouts, secret_keyring
 
+    collect()
     config = settings()
     try:
         with database_server(config) as dsn:

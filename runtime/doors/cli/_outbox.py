@@ -14,6 +14,7 @@ from watchkeeper.triggers import SpecError
 from ._app import (
     MAX_ID,
     app,
+    collect,
     emit_json,
     err,
     fail_input,
@@ -229,6 +230,7 @@ def receiver_cmd(
 
     from watchkeeper.outbox import Receiver, serve
 
+    collect()  # a server: runs until stopped
     for value in secret:
         try:
             uc.check_secret(value)
