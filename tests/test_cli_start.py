@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -29,35 +30,45 @@ OFFLINE = SERVING | {"asyncpg", "httpx", "pydantic_settings"}
 settings are read without pydantic-settings)."""
 CLI = "watchkeeper.runtime.doors.cli"
 
-# Runs the module as ``python -m watchkeeper`` does, then writes the names of the
-# modules imported by the end (also when the command exits non-zero) to a file.
+# Runs the module as ``python -m watchkeeper`` does, then writes, also when the command
+# exits non-zero, the names of the modules imported by its end and the garbage
+# collector's state to a file.
 _WRAPPER = """
-import json, runpy, sys
+import gc, json, runpy, sys
 target, *args = sys.argv[1:]
 sys.argv = ["watchkeeper", *args]
 try:
     runpy.run_module("watchkeeper", run_name="__main__", alter_sys=True)
 finally:
     with open(target, "w") as f:
-        json.dump(sorted(sys.modules), f)
+        json.dump({"modules": sorted(sys.modules), "gc": gc.isenabled(),
+                   "frozen": gc.get_freeze_count()}, f)
 """
+
+
+async def cli_probe(*args: str, home: Path, dsn: str | None = None
+                    ) -> tuple[int, str, str, dict[str, Any]]:
+    """Run ``watchkeeper ARGS``; its exit code, stdout, stderr and what the wrapper wrote
+    at its end (``modules``, ``gc``, ``frozen``)."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["WATCHKEEPER_HOME"] = str(home)
+    env["COLUMNS"] = "200"
+    if dsn is not None:
+        env["DATABASE_URL"] = dsn
+    target = home / "probe.json"
+    result = await anyio.run_process([sys.executable, "-c", _WRAPPER, str(target), *args],
+                                     env=env, check=False)
+    return (result.returncode, result.stdout.decode(), result.stderr.decode(),
+            json.loads(target.read_text()))
 
 
 async def cli_modules(*args: str, home: Path, dsn: str | None = None
                       ) -> tuple[int, str, str, set[str]]:
     """Run ``watchkeeper ARGS``; its exit code, stdout, stderr and the modules it imported:
     each module's name and each top-level package's."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["WATCHKEEPER_HOME"] = str(home)
-    env["COLUMNS"] = "200"
-    if dsn is not None:
-        env["DATABASE_URL"] = dsn
-    target = home / "modules.json"
-    result = await anyio.run_process([sys.executable, "-c", _WRAPPER, str(target), *args],
-                                     env=env, check=False)
-    names = set(json.loads(target.read_text()))
-    return (result.returncode, result.stdout.decode(), result.stderr.decode(),
-            names | {name.split(".", 1)[0] for name in names})
+    code, out, err, probe = await cli_probe(*args, home=home, dsn=dsn)
+    names = set(probe["modules"])
+    return code, out, err, names | {name.split(".", 1)[0] for name in names}
 
 
 def command_modules(modules: set[str]) -> set[str]:
@@ -182,36 +193,19 @@ def test_the_app_of_one_command_reads_its_command_line_as_the_full_app_does() ->
     assert cli.commands(["no-such-command"]) is full
 
 
-_GC_WRAPPER = """
-import gc, json, runpy, sys
-target, *args = sys.argv[1:]
-sys.argv = ["watchkeeper", *args]
-try:
-    runpy.run_module("watchkeeper", run_name="__main__", alter_sys=True)
-finally:
-    with open(target, "w") as f:
-        json.dump({"gc": gc.isenabled(), "frozen": gc.get_freeze_count(),
-                   "logging": "logging" in sys.modules}, f)
-"""
-
-
 @pytest.mark.anyio
 async def test_the_collector_is_off_while_a_command_starts_and_on_when_it_runs_long(
         db: Database, db_dsn: str, tmp_path: Path) -> None:
     """``preview`` ends with Python's garbage collector off and without the logging
     module; a command that opens the database turns the collector back on (what the
     start built frozen out of collections) and logs."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["WATCHKEEPER_HOME"] = str(tmp_path)
-    target = tmp_path / "state.json"
     states = {}
     for args, dsn in ((("preview", "--cron", "0 9 * * 1", "--tz", "UTC"), None),
                       (("users", "add", "demo", "alice"), db_dsn)):
-        run_env = env if dsn is None else {**env, "DATABASE_URL": dsn}
-        result = await anyio.run_process([sys.executable, "-c", _GC_WRAPPER, str(target),
-                                          *args], env=run_env, check=False)
-        assert result.returncode == 0, result.stderr.decode()
-        states[args[0]] = json.loads(target.read_text())
-    assert states["preview"] == {"gc": False, "frozen": 0, "logging": False}
+        code, _, err, probe = await cli_probe(*args, home=tmp_path, dsn=dsn)
+        assert code == 0, err
+        states[args[0]] = probe
+    assert (states["preview"]["gc"], states["preview"]["frozen"]) == (False, 0)
+    assert "logging" not in states["preview"]["modules"]
     assert states["users"]["gc"] is True and states["users"]["frozen"] > 10_000
-    assert states["users"]["logging"] is True
+    assert "logging" in states["users"]["modules"]
