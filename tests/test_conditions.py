@@ -216,6 +216,58 @@ def test_per_share_prices_compare_exactly(price: Decimal, bound: Decimal) -> Non
     assert result.verdict is Verdict.of(price >= bound)
 
 
+readings = st.tuples(
+    st.decimals(min_value=-1000, max_value=1000, places=3, allow_nan=False),
+    st.sampled_from(["USD/share", "USD", "EUR/share", "share", "", "kUSD/share", "m"]),
+    st.sampled_from(["USD", "EUR", None]))
+
+
+@given(readings, st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+       st.decimals(min_value=-1000, max_value=1000, places=2, allow_nan=False))
+def test_a_reading_handed_to_every_poll_is_judged_as_a_fresh_one(
+        reading: tuple[Decimal, str, str | None], op: str, bound: Decimal) -> None:
+    """compare keeps its last steps' answer for a reading it saw (a series hands the
+    same value object to every poll until its next row): the same reading read again,
+    at a later poll, gives the verdict and reason that a new object of the same text
+    gives, and a new object of another text (1.50 vs 1.5) keeps its own words."""
+    value, unit, currency = reading
+    comparison = Comparison(subject="p", op=op, threshold=f"{bound} USD/share")
+    read = Observation("prices", "1", "p", "p@x", value, unit or None, currency, NOW, NOW,
+                       ObservationStatus.OK)
+    first = evaluate(comparison, {"p": read}, NOW).leaves[0]
+    later = evaluate(comparison, {"p": read}, NOW + timedelta(days=1)).leaves[0]
+    fresh = evaluate(comparison, {"p": obs("p", str(value), unit or None, currency)},
+                     NOW).leaves[0]
+    assert (later.verdict, later.reason) == (first.verdict, first.reason) == (
+        fresh.verdict, fresh.reason)
+    assert later.observation is read
+    longer = evaluate(comparison, {"p": obs("p", f"{value}0" if "." in str(value) else
+                                            f"{value}.0", unit or None, currency)},
+                      NOW).leaves[0]
+    assert longer.verdict is first.verdict
+    assert str(value) in first.reason or first.verdict is Verdict.UNKNOWN
+    if first.verdict is not Verdict.UNKNOWN:
+        assert f"{value}0" in longer.reason or f"{value}.0" in longer.reason
+
+
+def test_a_reading_is_judged_anew_once_units_are_defined() -> None:
+    """A unit unknown at a first poll makes the reading unknown; once the unit is
+    defined (a units file), the same reading object compares (the kept answer is
+    dropped with the unit registry's other cached answers)."""
+    from watchkeeper.triggers import define_units
+
+    name = "wkmemo_lb"
+    comparison = Comparison(subject="w", op=">=", threshold="1 kg")
+    read = Observation("scale", "1", "w", "w@x", Decimal("3"), name, None, NOW, NOW,
+                       ObservationStatus.OK)
+    before = evaluate(comparison, {"w": read}, NOW)
+    assert before.verdict is Verdict.UNKNOWN and name in before.reason
+    define_units(f"{name} = 0.5 * kilogram")
+    after = evaluate(comparison, {"w": read}, NOW)
+    assert after.verdict is Verdict.TRUE  # 3 x 0.5 kg = 1.5 kg >= 1 kg
+    assert after.reason == f"true: w 3 {name} >= 1 kg"
+
+
 # ------------------------------------------------------------------ edge state machine
 
 

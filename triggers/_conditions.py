@@ -44,6 +44,7 @@ from ._units import (
     parse_quantity,
     quantity_of,
     threshold_in,
+    units_generation,
 )
 from ._values import Duration
 
@@ -335,36 +336,57 @@ def compare(comparison: Comparison, observation: Observation | None, now: dateti
         return Leaf(comparison, Verdict.UNKNOWN,
                     f"unknown: {subject} as of {format_utc(observation.as_of)} is older than "
                     f"its freshness {_duration(comparison.freshness)}", observation)
-    if not in_range(observation.value):
-        return Leaf(comparison, Verdict.UNKNOWN,
-                    f"unknown: {subject} value {observation.value} is out of range", observation)
-    shown = f"{observation.value} {observation.unit or ''}".strip()
+    value = observation.value
+    unit, currency = observation.unit, observation.currency
+    key = (id(comparison), id(value), unit, currency)
+    judged = _JUDGED.get(key)
+    if judged is None or judged[0] is not comparison or judged[1] is not value \
+            or judged[2] != units_generation():
+        if len(_JUDGED) >= 65_536:
+            _JUDGED.clear()
+        judged = _JUDGED[key] = (comparison, value, units_generation(),
+                                 *_judge_value(comparison, value, unit, currency))
+    return Leaf(comparison, judged[3], judged[4], observation)
+
+
+def _judge_value(comparison: Comparison, value: Decimal, unit: str | None,
+                 currency: str | None) -> tuple[Verdict, str]:
+    """The verdict and reason of ``comparison`` on a fresh reading of ``value`` in
+    ``unit`` and ``currency`` (:func:`compare`'s last steps: they depend on nothing else,
+    and a series hands the same reading to every poll until its next row)."""
+    subject = comparison.subject
+    if not in_range(value):
+        return Verdict.UNKNOWN, f"unknown: {subject} value {value} is out of range"
+    shown = f"{value} {unit or ''}".strip()
     try:
-        check_unit(observation.unit or "")
-        if observation.currency:
-            check_currency(observation.currency)
+        check_unit(unit or "")
+        if currency:
+            check_currency(currency)
     except SpecError as exc:
-        return Leaf(comparison, Verdict.UNKNOWN, f"unknown: {subject} {shown}"
-                    f"{' ' + observation.currency if observation.currency else ''}: "
-                    f"{exc.problem}", observation)
-    folded = quantity_of(observation.value, observation.unit, observation.currency)
+        return Verdict.UNKNOWN, (f"unknown: {subject} {shown}"
+                                 f"{' ' + currency if currency else ''}: {exc.problem}")
+    folded = quantity_of(value, unit, currency)
     if folded is None:
-        return Leaf(comparison, Verdict.UNKNOWN,
-                    f"unknown: {subject} {shown} is in {observation.currency}, which its unit "
-                    "contradicts", observation)
-    value, unit = folded
+        return Verdict.UNKNOWN, (f"unknown: {subject} {shown} is in {currency}, which its "
+                                 "unit contradicts")
+    magnitude, folded_unit = folded
     threshold = comparison.quantity
-    bound = threshold_in(threshold.magnitude, threshold.unit.name, unit)
+    bound = threshold_in(threshold.magnitude, threshold.unit.name, folded_unit)
     if bound is None:
-        return Leaf(comparison, Verdict.UNKNOWN,
-                    f"unknown: {subject} {shown}"
-                    + (f" {observation.currency}" if observation.currency and observation.currency
-                       not in shown else "")
-                    + f" does not compare with {comparison.threshold}", observation)
-    verdict = Verdict.of(_OPS[comparison.op](_fraction(value), bound))
-    return Leaf(comparison, verdict,
-                f"{verdict.value}: {subject} {shown} {comparison.op} {comparison.threshold}",
-                observation)
+        return Verdict.UNKNOWN, (f"unknown: {subject} {shown}"
+                                 + (f" {currency}" if currency and currency not in shown else "")
+                                 + f" does not compare with {comparison.threshold}")
+    verdict = Verdict.of(_OPS[comparison.op](_fraction(magnitude), bound))
+    return verdict, f"{verdict.value}: {subject} {shown} {comparison.op} {comparison.threshold}"
+
+
+_JUDGED: dict[tuple[int, int, str | None, str | None],
+              tuple[Comparison, Decimal, int, Verdict, str]] = {}
+""":func:`_judge_value`'s answers by the comparison and the reading (the same objects:
+each entry holds both, so their ids stand for them while it lives) and the unit
+registry's generation (:func:`units_generation`: new unit definitions may change an
+answer). A series repeats a reading at every poll until its next row; a live source
+makes new objects, and is judged anew."""
 
 
 _QUANTITIES: dict[str, Quantity] = {}

@@ -43,7 +43,8 @@ from ._unit_bounds import MAX_DIGITS, MAX_EXPONENT, MAX_POWER, check_expression,
 
 __all__ = ["MAX_DIGITS", "MAX_EXPONENT", "MAX_POWER", "MAX_UNIT_LENGTH", "Quantity", "Unit",
            "check_currency", "check_unit", "comparable", "forget_cached_units", "in_range",
-           "parse_quantity", "pint_reason", "quantity_of", "registry", "threshold_in"]
+           "parse_quantity", "pint_reason", "quantity_of", "registry", "threshold_in",
+           "units_generation"]
 
 _QUANTITY = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*",
                        re.ASCII | re.DOTALL)
@@ -279,9 +280,20 @@ def _dimension_names(unit: Unit) -> list[str]:
     return [str(d) for d in dict(registry().Unit(unit.name).dimensionality)]
 
 
+_GENERATION = [0]
+
+
+def units_generation() -> int:
+    """How many times the cached answers about units were forgotten
+    (:func:`forget_cached_units`): a cache of an answer that used units keeps it only
+    while this number is unchanged."""
+    return _GENERATION[0]
+
+
 def forget_cached_units() -> None:
     """Forget every cached answer about units (after new definitions, a unit that was
     unknown may exist)."""
     _unit.cache_clear()
     threshold_in.cache_clear()
     _fold.cache_clear()
+    _GENERATION[0] += 1
