@@ -57,6 +57,7 @@ pydantic-settings (its dotenv, cloud and CLI sources) cost a short command such 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,9 @@ def variables_of(field: str) -> tuple[str, ...]:
     return _VARIABLES.get(field, (f"{_PREFIX}{field.upper()}",))
 
 
-def environment_values(environ: dict[str, str] | None = None) -> dict[str, str]:
+def environment_values(environ: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The fields of :class:`Settings` set in ``environ`` (default ``os.environ``), by
-    field name, as the text of their variable (names matched without regard to case)."""
+    field name, as the value of their variable (names matched without regard to case)."""
     folded = {name.lower(): value for name, value in (os.environ if environ is None
                                                        else environ).items()}
     values = {}
@@ -105,15 +106,19 @@ class Settings(BaseModel):
     """watchkeeper's settings; every field can be set by its environment variable.
 
     ``Settings(**fields)`` reads the environment (:func:`environment_values`), the
-    fields given by name winning over it; a bad value raises pydantic's
-    ``ValidationError`` at its field name (:func:`load_settings` words it as the
-    variable to fix).
+    fields given winning over it, by field name or by variable name
+    (``Settings(DATABASE_URL=...)``, as pydantic-settings took them; other names are
+    ignored); a bad value raises pydantic's ``ValidationError`` at its field name
+    (:func:`load_settings` words it as the variable to fix).
     """
 
     model_config = ConfigDict(extra="ignore", validate_default=True)
 
     def __init__(self, **fields: Any) -> None:
-        super().__init__(**{**environment_values(), **fields})
+        given = {name: value for name, value in fields.items() if name in type(self).model_fields}
+        named = environment_values({name: value for name, value in fields.items()
+                                    if name not in given})
+        super().__init__(**{**environment_values(), **named, **given})
 
     database_url: str | None = None
     database_read_url: str | None = None

@@ -34,7 +34,7 @@ CLI = "watchkeeper.runtime.doors.cli"
 # exits non-zero, the names of the modules imported by its end and the garbage
 # collector's state to a file.
 _WRAPPER = """
-import gc, json, runpy, sys
+import gc, json, os, runpy, sys
 target, *args = sys.argv[1:]
 sys.argv = ["watchkeeper", *args]
 try:
@@ -42,7 +42,8 @@ try:
 finally:
     with open(target, "w") as f:
         json.dump({"modules": sorted(sys.modules), "gc": gc.isenabled(),
-                   "frozen": gc.get_freeze_count()}, f)
+                   "frozen": gc.get_freeze_count(),
+                   "plugins_off": os.environ.get("PYDANTIC_DISABLE_PLUGINS")}, f)
 """
 
 
@@ -188,6 +189,7 @@ def test_the_app_of_one_command_reads_its_command_line_as_the_full_app_does() ->
             "2026-12-01T00:00:00Z", "--count", "2", "--json"]
     alone = runner.invoke(cli.commands(args), args)
     assert alone.exit_code == 0
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ  # set by main() alone, for its process
     assert [item["slot"] for item in json.loads(alone.output)] == [
         "2026-12-07T09:00[Europe/London]", "2026-12-14T09:00[Europe/London]"]
     assert cli.commands(["no-such-command"]) is full
@@ -207,5 +209,7 @@ async def test_the_collector_is_off_while_a_command_starts_and_on_when_it_runs_l
         states[args[0]] = probe
     assert (states["preview"]["gc"], states["preview"]["frozen"]) == (False, 0)
     assert "logging" not in states["preview"]["modules"]
+    assert states["preview"]["plugins_off"] == "__all__"  # no plugin scan: nothing to serve
     assert states["users"]["gc"] is True and states["users"]["frozen"] > 10_000
     assert "logging" in states["users"]["modules"]
+    assert states["users"]["plugins_off"] is None

@@ -61,6 +61,13 @@ def test_fields_given_by_name_win_over_the_environment(monkeypatch: pytest.Monke
     monkeypatch.setenv("WATCHKEEPER_LEASE_SECONDS", "90")
     config = Settings(workers=3)
     assert (config.workers, config.lease_seconds) == (3, 90.0)
+    # by a variable's name too, as pydantic-settings took them; unknown names are ignored
+    monkeypatch.setenv("DATABASE_URL", "postgresql://env/db")
+    config = load_settings(DATABASE_URL="postgresql://given/db", WATCHKEEPER_SCHEMA="wk_given",
+                           NOT_A_SETTING="x")
+    assert (config.database_url, config.schema) == ("postgresql://given/db", "wk_given")
+    assert Settings(WATCHKEEPER_DATABASE_URL="postgresql://long/db").database_url \
+        == "postgresql://long/db"  # given under either name, it wins over the environment
 
 
 def test_every_bad_variable_is_named_at_once_with_its_fix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -123,9 +123,11 @@ def is_known_zone(name: str) -> bool:
     """``name in _known_zones()``, decided without listing the tz database: ``name`` is
     in the ``tzdata`` package's list of zones, or is a file starting ``TZif`` under a
     directory of ``zoneinfo.TZPATH``, reached as :func:`zoneinfo.available_timezones`
-    walks it (not through ``right/`` or ``posix/`` at its top, nor through a symlinked
-    directory). A short command checks one zone; listing them all cost it a fifth of
-    its start (bench/cli_start.py)."""
+    walks it: each name on the way listed by its directory, as written (a filesystem
+    that ignores case would otherwise accept ``europe/paris``, a name no other host
+    loads), not through ``right/`` or ``posix/`` at its top, nor through a symlinked
+    directory. A short command checks one zone; listing them all cost it a fifth of its
+    start (bench/cli_start.py)."""
     if name == "UTC":
         return True
     if name in HOST_SPECIFIC:
@@ -137,16 +139,25 @@ def is_known_zone(name: str) -> bool:
             len(parts) > 1 and parts[0] in ("right", "posix")):
         return False
     for root in zoneinfo.TZPATH:
-        if any(os.path.islink(os.path.join(root, *parts[:depth]))
-               for depth in range(1, len(parts))):
-            continue  # a walk does not enter a symlinked directory
         try:
+            if not all(parts[depth] in _listing(os.path.join(root, *parts[:depth]))
+                       for depth in range(len(parts))):
+                continue
+            if any(os.path.islink(os.path.join(root, *parts[:depth]))
+                   for depth in range(1, len(parts))):
+                continue  # a walk does not enter a symlinked directory
             with open(os.path.join(root, name), "rb") as handle:
                 if handle.read(4) == b"TZif":
                     return True
-        except OSError:
+        except OSError:  # missing, unreadable, not a directory: not walked
             continue
     return False
+
+
+@functools.lru_cache(maxsize=256)
+def _listing(directory: str) -> frozenset[str]:
+    """The names ``directory`` lists (``OSError`` when it cannot be listed)."""
+    return frozenset(os.listdir(directory))
 
 
 @functools.lru_cache(maxsize=1)

@@ -113,10 +113,12 @@ def write(text: str) -> None:
 
 def collect() -> None:
     """Turn Python's garbage collector back on for a command that may run long (it is off
-    while the command starts, :func:`watchkeeper.runtime.doors.cli.main`), leaving what
-    the start built out of every later collection (``gc.freeze``: it lives as long as
-    the process). Does nothing when the collector is on."""
+    while the command starts, :func:`watchkeeper.runtime.doors.cli.main`): collect once
+    (what the start dropped, a ``--sources`` module's scratch included), then leave what
+    survived out of every later collection (``gc.freeze``: it lives as long as the
+    process). Does nothing when the collector is on."""
     if not gc.isenabled():
+        gc.collect()
         gc.freeze()
         gc.enable()
 

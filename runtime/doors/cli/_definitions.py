@@ -3,7 +3,6 @@ review and register."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,11 +49,6 @@ def preview_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List the next occurrences: UTC instant, local time, slot, and a DST note."""
-    # Pure computation in a process that starts nothing else: pydantic need not look
-    # for plugins among every installed package (importlib.metadata and a read of each
-    # package's entry points, about 10 ms of the start; typer does the same for its own
-    # models). An operator's own setting of the variable is kept.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from watchkeeper.triggers import parse_spec, preview
 
     config = settings()
