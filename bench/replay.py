@@ -15,13 +15,19 @@ seattle: 1 definition polled daily over 2012-2015, 1,461 polls), in a fresh
 * with ``--instant-by-instant``, the same with ``replay(batched=False)`` (every poll
   instant through the poller), the reference path;
 * with ``--cli``, ``watchkeeper replay ... --json`` as a subprocess: wall seconds of the
-  whole command (interpreter start and imports included).
+  whole command (interpreter start and imports included);
+* with ``--instructions``, the instructions one stocks replay executes, a figure a
+  busy machine does not change (to compare two versions on a shared host): valgrind's
+  callgrind counts a process that runs ``replay()`` once and one that runs it twice
+  (each with its definitions loaded anew, as above); the difference is one replay's own
+  work, without the interpreter's start and the first replay's warm-up.
 
 The target (issue 17 item 5): 10,000 polls/s or more for the stocks example.
 
 Usage::
 
-    .venv/bin/python bench/replay.py [--repeat 3] [--instant-by-instant] [--cli] [--dsn DSN]
+    .venv/bin/python bench/replay.py [--repeat 3] [--instant-by-instant] [--cli]
+        [--instructions] [--dsn DSN]
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ import gzip
 import inspect
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -142,6 +150,41 @@ def cli(server: str, toml: str, csv_name: str, home: Path) -> float:
         asyncio.run(admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+async def _replays(server: str, count: int, home: Path) -> None:
+    """``count`` stocks replays in one process and one fresh database, each with its
+    definitions loaded anew (``--instructions``' child)."""
+    source = SeriesSource.from_csv(ROOT / "examples" / "series" / "stocks.csv")
+    span = source.span()
+    assert span is not None
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    await admin(server, f'CREATE DATABASE "{name}"')
+    try:
+        async with Database.open(with_database(server, name)) as db:
+            for _ in range(count):
+                definitions = load_replay_definitions(
+                    ROOT / "examples" / "conditions" / "stocks.toml",
+                    min_interval=DEFAULT_MIN_INTERVAL)
+                await replay(db, definitions, source, start=span[0], end=span[1], home=home,
+                             on_event=lambda event: json.dumps(event))
+    finally:
+        await admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def instructions(server: str) -> str:
+    """One stocks replay's own instructions (see the module docstring), or why not."""
+    if shutil.which("valgrind") is None:
+        return "instructions: valgrind is not installed"
+    counts = []
+    for count in (1, 2):
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             __file__, "--child-replays", str(count), "--dsn", server],
+            capture_output=True, text=True, check=True)
+        counts.append(int(re.search(r"Collected : (\d+)", done.stderr).group(1)))
+    return (f"instructions: 1 replay {counts[0] / 1e6:,.0f} M, 2 replays {counts[1] / 1e6:,.0f} M;"
+            f" one stocks replay's own work {(counts[1] - counts[0]) / 1e6:,.0f} M")
+
+
 def calibration() -> str:
     """The CPU seconds of a fixed pure-Python loop (3M multiply-adds), best of three: on
     a shared virtual machine the same code runs up to half again as slow from one hour to
@@ -160,12 +203,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--instant-by-instant", action="store_true")
     parser.add_argument("--cli", action="store_true")
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--child-replays", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=ROOT / "tests" / "data",
                         help="where the captured --json lines are")
     parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
     args = parser.parse_args(argv)
     if not args.dsn:
         sys.exit("set DATABASE_URL or pass --dsn")
+    if args.child_replays:
+        with tempfile.TemporaryDirectory(prefix="wk-replay-bench-") as home:
+            asyncio.run(_replays(args.dsn, args.child_replays, Path(home)))
+        return
     can_choose = "batched" in inspect.signature(replay).parameters
     print(f"# watchkeeper replay bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; python "
           f"{sys.version.split()[0]}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
@@ -196,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"{label:<9}{'CLI, whole command':<20}{'':>7}{wall:>8.2f}{'':>7}"
                       f"{polls / wall:>9.0f}", flush=True)
     print(f"# after the run, {calibration()}", flush=True)
+    if args.instructions:
+        print(instructions(args.dsn), flush=True)
     rate = results[("stocks", paths[0][0])]
     print(f"target: stocks replay >= {TARGET} polls/s: {rate:.0f} "
           f"{'met' if rate >= TARGET else 'NOT met'}", flush=True)
