@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import inspect
 import json
@@ -45,7 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,18 @@ def captured(name: str, data: Path) -> list[str] | None:
         return handle.read().splitlines()
 
 
+@contextlib.asynccontextmanager
+async def scratch_database(server: str) -> AsyncIterator[Database]:
+    """A fresh ``bench_<uuid>`` database on ``server``, migrated and open; dropped after."""
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    await admin(server, f'CREATE DATABASE "{name}"')
+    try:
+        async with Database.open(with_database(server, name)) as db:
+            yield db
+    finally:
+        await admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 async def one(server: str, toml: str, csv_name: str, batched: bool,
               home: Path) -> tuple[float, float, int, list[str]]:
     """One replay in a fresh database: (wall and CPU seconds of this process during the
@@ -107,23 +120,18 @@ async def one(server: str, toml: str, csv_name: str, batched: bool,
     source = SeriesSource.from_csv(ROOT / "examples" / "series" / csv_name)
     span = source.span()
     assert span is not None
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    await admin(server, f'CREATE DATABASE "{name}"')
-    try:
-        async with Database.open(with_database(server, name)) as db:
-            lines: list[str] = []
+    async with scratch_database(server) as db:
+        lines: list[str] = []
 
-            def show(event: dict[str, Any]) -> None:
-                lines.append(json.dumps(event))
+        def show(event: dict[str, Any]) -> None:
+            lines.append(json.dumps(event))
 
-            extra = {} if batched else {"batched": False}
-            started, cpu = time.perf_counter(), time.process_time()
-            summary = await replay(db, definitions, source, start=span[0], end=span[1],
-                                   home=home, on_event=show, **extra)
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-            return wall, cpu, summary.polls, lines
-    finally:
-        await admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        extra = {} if batched else {"batched": False}
+        started, cpu = time.perf_counter(), time.process_time()
+        summary = await replay(db, definitions, source, start=span[0], end=span[1],
+                               home=home, on_event=show, **extra)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return wall, cpu, summary.polls, lines
 
 
 async def _migrate(dsn: str) -> None:
@@ -156,18 +164,13 @@ async def _replays(server: str, count: int, home: Path) -> None:
     source = SeriesSource.from_csv(ROOT / "examples" / "series" / "stocks.csv")
     span = source.span()
     assert span is not None
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    await admin(server, f'CREATE DATABASE "{name}"')
-    try:
-        async with Database.open(with_database(server, name)) as db:
-            for _ in range(count):
-                definitions = load_replay_definitions(
-                    ROOT / "examples" / "conditions" / "stocks.toml",
-                    min_interval=DEFAULT_MIN_INTERVAL)
-                await replay(db, definitions, source, start=span[0], end=span[1], home=home,
-                             on_event=lambda event: json.dumps(event))
-    finally:
-        await admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with scratch_database(server) as db:
+        for _ in range(count):
+            definitions = load_replay_definitions(
+                ROOT / "examples" / "conditions" / "stocks.toml",
+                min_interval=DEFAULT_MIN_INTERVAL)
+            await replay(db, definitions, source, start=span[0], end=span[1], home=home,
+                         on_event=lambda event: json.dumps(event))
 
 
 def instructions(server: str) -> str:
