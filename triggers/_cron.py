@@ -85,7 +85,8 @@ class CronExpression(NamedTuple):
         if len(fields) != 5:
             raise SpecError(
                 field,
-                f"{text!r} has {len(fields)} fields; a cron expression has exactly 5 "
+                f"{text!r} has {len(fields)} field{'' if len(fields) == 1 else 's'}; a cron "
+                "expression has exactly 5 "
                 "(minute hour day-of-month month day-of-week).",
                 "write e.g. '0 9 * * 1' for 09:00 every Monday; seconds, years and "
                 "@nicknames are not supported.",

@@ -63,8 +63,9 @@ def load_spec_data(path: Path) -> dict[str, Any]:
     if "definitions" in data and "version" not in data:
         raise SpecError("file", f"{path} holds [[definitions]] tables (a replay or "
                         "registration file), not one spec.",
-                        "propose a single spec; give this file to 'watchkeeper replay "
-                        "--definitions' or 'watchkeeper register'.")
+                        "propose a single spec; give a file of calendar registrations "
+                        "to 'watchkeeper register', one of condition definitions to "
+                        "'watchkeeper replay --definitions'.")
     return data
 
 

@@ -34,11 +34,18 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
+_PREVIEW_OPTIONS = {"trigger.expr": "--cron", "trigger.zone": "--tz", "trigger.every": "--every",
+                    "trigger.anchor": "--anchor", "trigger.at": "--at",
+                    "trigger.dst_gap": "--dst-gap"}
+"""The spec field each of ``preview``'s schedule options fills: its errors name the option."""
+
+
 @app.command("preview")
 def preview_cmd(
     spec_file: Annotated[Path | None, typer.Argument(help="A spec file (TOML or JSON).")] = None,
     cron: Annotated[str | None, typer.Option(help="5-field cron expression.")] = None,
-    tz: Annotated[str | None, typer.Option(help="IANA zone (with --cron or --at).")] = None,
+    tz: Annotated[str | None, typer.Option("--tz", "--zone",
+                                           help="IANA zone (with --cron or --at).")] = None,
     every: Annotated[float | None, typer.Option(help="Interval in seconds.")] = None,
     anchor: Annotated[str | None, typer.Option(help="Interval anchor, ISO 8601 with offset.")] = None,
     at: Annotated[str | None, typer.Option(help="One local time (ISO 8601) in --tz.")] = None,
@@ -74,6 +81,8 @@ def preview_cmd(
         start = instant(after, "--after") if after else datetime.now(UTC)
         items = preview(spec.bounded_calendar(), start, count)
     except SpecError as exc:
+        if spec_file is None:  # the schedule came from options: name the option typed
+            exc = exc.renamed(lambda field: _PREVIEW_OPTIONS.get(field, field))
         raise (fail_json(exc) if as_json else fail_input(exc)) from exc
     for warning in spec.warnings:  # stderr: --json stays a list of occurrences
         err.print(f"note: {warning}", markup=False, highlight=False)
