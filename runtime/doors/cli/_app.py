@@ -42,7 +42,7 @@ __all__ = ["app", "collect", "db_app", "emit_json", "err", "exit_code", "fail_in
            "prefs_app", "replays_app", "secrets_app", "series_error", "settings", "StdoutClosed",
            "users_app", "webhooks_app", "with_db", "write"]
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
                   help="Keep the standing agreements people make with their AI agents.")
 users_app = typer.Typer(no_args_is_help=True, help="Users and their API tokens.")
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
