@@ -198,7 +198,7 @@ def replay_cmd(
     # notices go through the outbox as usual; the log channel's lines would drown the
     # timeline, so they are kept out of stderr here (the deliveries are still recorded)
     logging.getLogger("watchkeeper.notify").setLevel(logging.WARNING)
-    show = _timeline_printer(as_json)
+    show = _timeline_printer(as_json, max(len(d.definition_id) for d in items))
     with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=True) as progress:
         bar = progress.add_task(format_utc(start), total=max((end - start).total_seconds(), 1))
@@ -245,7 +245,10 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope, stopped: list[int]) -> No
             return
 
 
-def _timeline_printer(as_json: bool) -> Any:
+def _timeline_printer(as_json: bool, id_width: int = 24) -> Any:
+    """The timeline's printer: every event as a JSON line (``as_json``), or the polls
+    whose verdict changed and every other action, one line each, the definition ids in a
+    column ``id_width`` wide (the longest id of the replay)."""
     last: dict[str, str | None] = {}
 
     def show(event: dict[str, Any]) -> None:
@@ -260,7 +263,7 @@ def _timeline_printer(as_json: bool) -> Any:
             return
         task = f" task {event['task']}" if event["task"] is not None else ""
         verdict = event["verdict"] or "-"
-        out.print(f"{event['at']}  {escape(key):<24} {verdict:<7} {event['action']:<20}{task}  "
+        out.print(f"{event['at']}  {escape(key):<{id_width}} {verdict:<7} {event['action']:<20}{task}  "
                   f"[dim]{escape(str(event['reason']))}[/]", highlight=False, soft_wrap=True)
     return show
 
