@@ -51,11 +51,18 @@ async def test_preview_json_is_the_stable_contract(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("args", "words"),
-    [(["--cron", "0 0 31 2 *", "--tz", "UTC"], "trigger.expr: '0 0 31 2 *' never fires"),
+    [(["--cron", "0 0 31 2 *", "--tz", "UTC"], "--cron: '0 0 31 2 *' never fires"),
      (["--at", "2020-01-01T00:00", "--tz", "UTC"], "no occurrence after"),
-     (["--cron", "0 9 * * 1"], "trigger.zone: no time zone given"),
-     (["--cron", "0 9 * * 1", "--tz", "Mars/Base"], "unknown time zone 'Mars/Base'"),
-     (["--every", "30"], "trigger.every: 30 s is under the minimum resolution of 60 s"),
+     (["--cron", "0 9 * * 1"], "--tz: no time zone given"),
+     (["--cron", "0 9 * * 1", "--tz", "Mars/Base"], "--tz: unknown time zone 'Mars/Base'"),
+     (["--cron", "0 9 * * 1", "--zone", "europe/paris"],
+      "--tz: unknown time zone 'europe/paris'. Fix: did you mean 'Europe/Paris'?"),
+     (["--cron", "@daily", "--tz", "UTC"], "--cron: '@daily' has 1 field; a cron expression"),
+     (["--cron", "0 9 * *", "--tz", "UTC"], "--cron: '0 9 * *' has 4 fields;"),
+     (["--every", "30"], "--every: 30 s is under the minimum resolution of 60 s"),
+     ([str(EXAMPLES / "weekly_rank_check.toml")],
+      "Fix: propose a single spec; give a file of calendar registrations to 'watchkeeper "
+      "register', one of condition definitions to 'watchkeeper replay --definitions'."),
      (["--at", "2026-03-29T02:30", "--tz", "Europe/Berlin"], "does not exist in Europe/Berlin")],
 )
 async def test_preview_errors_exit_2_with_the_reason_on_stderr(tmp_path: Path, args: list[str],
@@ -65,6 +72,24 @@ async def test_preview_errors_exit_2_with_the_reason_on_stderr(tmp_path: Path, a
     assert code == 2
     assert out == ""
     assert words in " ".join(err.split())
+
+
+async def test_help_shows_the_docstrings_as_written(tmp_path: Path) -> None:
+    """Help text is read as Markdown: a docstring's line breaks are rewrapped (not kept
+    mid-sentence), ````--json```` shows as --json, and square brackets are text, not
+    rich markup tags that would be swallowed."""
+    _, top, _ = await cli("--help", dsn=None, home=tmp_path)
+    flat = " ".join(top.replace("│", " ").split())
+    assert "``" not in top
+    assert "the printed hash. --json prints the HTTP API's answer" in flat
+    assert "until SIGTERM / SIGINT (the supervisor drains as in run)" in flat
+    # the command list's rows wrap at the terminal's width, not at the docstring's lines
+    run_row = next(line for line in top.splitlines() if "│ run " in line)
+    assert "runs in flight get" in run_row
+    _, replay, _ = await cli("replay", "--help", dsn=None, home=tmp_path)
+    assert "TOML/JSON with [[definitions]]: id + a condition spec." in replay
+    _, run, _ = await cli("run", "--help", dsn=None, home=tmp_path)
+    assert "NAME[@VERSION]=CSV: a series source." in run
 
 
 async def test_propose_confirm_trigger_tick_history(db: Database, db_dsn: str,
@@ -522,6 +547,21 @@ async def test_every_spec_problem_at_once_and_as_json(db: Database, db_dsn: str,
         assert code == 2 and f"{units}:2" in err
     finally:
         os.environ.pop("WATCHKEEPER_UNITS_FILE")
+
+
+async def test_replay_timeline_keeps_its_columns(db_dsn: str, tmp_path: Path) -> None:
+    """The text timeline puts each line's verdict in one column, past the longest
+    definition id (the stocks example's 'aapl-first-at-or-below-10' is 25 characters)."""
+    _, out, _ = await cli("replay", "--definitions", str(EXAMPLES / "conditions" / "stocks.toml"),
+                          "--series", str(EXAMPLES / "series" / "stocks.csv"),
+                          dsn=db_dsn, home=tmp_path)
+    lines = out.splitlines()
+    ids = {"aapl-first-at-or-below-10", "ibm-at-or-above-120", "msft-at-or-above-30"}
+    assert {line.split()[1] for line in lines} == ids
+    # "<at>  <id padded to the longest> <verdict>": the verdict starts at one offset
+    column = len("2000-01-01T00:00:00Z  ") + len("aapl-first-at-or-below-10") + 1
+    assert {line[column:].split()[0] for line in lines} == {"true", "false", "-"}
+    assert {line[column - 1] for line in lines} == {" "}
 
 
 async def test_sigterm_settles_a_replay(db: Database, db_dsn: str, tmp_path: Path) -> None:
