@@ -360,7 +360,7 @@ class TestValidation:
         [
             ("0 9 * *", "has 4 fields"),
             ("0 0 9 * * 1", "has 6 fields"),
-            ("@daily", "has 1 fields"),
+            ("@daily", "has 1 field;"),
             ("0 9 L * *", "extensions"),
             ("0 9 * * 1#2", "extensions"),
             ("H 9 * * *", "extensions"),
