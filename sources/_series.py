@@ -155,7 +155,8 @@ def _row(cells: list[str], where: str, number: int, bad: _BadRows) -> SeriesRow 
             instant or value.
     """
     if len(cells) != len(HEADER):
-        raise SeriesError(f"{where}: {len(cells)} cells, expected {len(HEADER)}")
+        raise SeriesError(f"{where}: {len(cells)} cell{'' if len(cells) == 1 else 's'}, "
+                          f"expected {len(HEADER)}")
     as_of, subject, value, unit, currency = cells
     if not subject.strip():
         raise SeriesError(f"{where}: subject is empty")

@@ -92,6 +92,57 @@ async def test_help_shows_the_docstrings_as_written(tmp_path: Path) -> None:
     assert "NAME[@VERSION]=CSV: a series source." in run
 
 
+@pytest.mark.parametrize(
+    ("args", "fields"),
+    [# several problems at once, each under the option typed (--zone is --tz)
+     (["--cron", "0 9 * * 1", "--zone", "Nowhere", "--after", "nonsense"], ["--after", "--tz"]),
+     (["--cron", "0 9 * *", "--tz", "Nowhere", "--dst-gap", "later"],
+      ["--cron", "--tz", "--dst-gap"]),
+     # options the chosen schedule does not read are refused, not ignored
+     (["--every", "3600", "--tz", "UTC", "--dst-gap", "skip"], ["--tz", "--dst-gap"]),
+     (["--cron", "0 9 * * 1", "--tz", "UTC", "--anchor", "2026-01-01T00:00:00Z"], ["--anchor"]),
+     ([str(EXAMPLES / "holdings_review.toml"), "--tz", "UTC"], ["--tz"]),
+     # a spec file's own problems keep the spec's field names
+     ([str(EXAMPLES / "holdings_review.toml"), "--after", "bad"], ["--after"]),
+     ([], ["preview"]), (["--cron", "0 9 * * 1", "--every", "60"], ["preview"]),
+     # the schedule as a whole (no occurrence) is the option that gave it
+     (["--at", "2020-01-01T00:00:00", "--tz", "UTC", "--after", "2026-01-01"], ["--at"])],
+)
+async def test_preview_json_errors_name_every_option(tmp_path: Path, args: list[str],
+                                                     fields: list[str]) -> None:
+    """Under --json every problem of the command line is one entry of the JSON list on
+    stdout, named by the option (a spec file's own fields keep their names)."""
+    code, out, _ = await cli("preview", *args, "--json", dsn=None, home=tmp_path, check=False)
+    assert code == 2
+    assert [problem["field"] for problem in json.loads(out)] == fields
+
+
+async def test_preview_options_say_what_they_are(tmp_path: Path) -> None:
+    """What the spec says of a field, preview says of the option: a warning, the words of
+    a problem and its fix; a spec file's problems keep the spec's names; --every takes an
+    ISO 8601 duration as its help says."""
+    _, _, err = await cli("preview", "--cron", "0 9 * * 1", "--tz", "US/Eastern", "--count", "1",
+                          "--after", "2026-01-01", dsn=None, home=tmp_path)
+    assert "note: --tz: US/Eastern is stored as America/New_York" in " ".join(err.split())
+    _, _, err = await cli("preview", "--at", "2026-12-02T09:00:00", "--zone", "EST",
+                          dsn=None, home=tmp_path, check=False)
+    assert "--at: whether this local time exists" in err and "is checked once --tz is valid" in err
+    assert "trigger." not in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text(EXAMPLES.joinpath("holdings_review.toml").read_text()
+                   .replace('zone = "Europe/Paris"', 'zone = "Nowhere"'))
+    assert 'zone = "Nowhere"' in bad.read_text()
+    code, out, _ = await cli("preview", str(bad), "--json", dsn=None, home=tmp_path, check=False)
+    assert (code, [p["field"] for p in json.loads(out)]) == (2, ["trigger.zone"])
+    _, out, _ = await cli("preview", "--every", "PT30M", "--anchor", "2026-01-01T00:00:00Z",
+                          "--after", "2026-01-01", "--count", "2", "--json", dsn=None, home=tmp_path)
+    assert [i["scheduled_for"] for i in json.loads(out)] == ["2026-01-01T00:30:00Z",
+                                                             "2026-01-01T01:00:00Z"]
+    _, _, err = await cli("preview", "--every", "316224001", dsn=None, home=tmp_path, check=False)
+    assert ("--every: 316,224,001 s is longer than the maximum of 316,224,000 s (3,660 days)"
+            in " ".join(err.split()))
+
+
 async def test_propose_confirm_trigger_tick_history(db: Database, db_dsn: str,
                                                     tmp_path: Path) -> None:
     """The whole user path: token, proposal, confirmation with the hash, a manual run,
@@ -562,6 +613,19 @@ async def test_replay_timeline_keeps_its_columns(db_dsn: str, tmp_path: Path) ->
     column = len("2000-01-01T00:00:00Z  ") + len("aapl-first-at-or-below-10") + 1
     assert {line[column:].split()[0] for line in lines} == {"true", "false", "-"}
     assert {line[column - 1] for line in lines} == {" "}
+
+
+async def test_replay_timeline_prints_ids_as_written(db_dsn: str, tmp_path: Path) -> None:
+    """An id may hold ':' — "a:smile:b" is printed as written (no emoji), in its column."""
+    text = EXAMPLES.joinpath("conditions", "stocks.toml").read_text()
+    (tmp_path / "defs.toml").write_text(text.replace('id = "ibm-at-or-above-120"',
+                                                     'id = "a:smile:b"'))
+    _, out, _ = await cli("replay", "--definitions", str(tmp_path / "defs.toml"), "--series",
+                          str(EXAMPLES / "series" / "stocks.csv"), dsn=db_dsn, home=tmp_path)
+    lines = [line for line in out.splitlines() if " a:smile:b " in line]
+    assert lines  # rich would have printed "a😄b" (and padded the column by the code's width)
+    column = len("2000-01-01T00:00:00Z  ") + len("aapl-first-at-or-below-10") + 1
+    assert {line[column:].split()[0] for line in lines} <= {"true", "false", "-"}
 
 
 async def test_sigterm_settles_a_replay(db: Database, db_dsn: str, tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ async def test_a_missing_cell_is_missing_not_zero(tmp_path: Path, cell: str) -> 
     ("yesterday,X,1,degC,\n", "as_of 'yesterday' is not an ISO 8601"),
     ("2024-01-01,,1,degC,\n", "subject is empty"),
     ("2024-01-01,X,1\n", "3 cells, expected 5"),
+    ("2024-01-01\n", "1 cell, expected 5"),
     ("2024-01-01,X,1,blorbs,\n", "unit 'blorbs' is not a unit"),
     ("2024-01-01,X,1,USD,XXQ\n", "currency 'XXQ' is not an ISO 4217 currency code"),
 ])

@@ -95,8 +95,9 @@ def _duration(value: Any, field: str, maximum: timedelta) -> Any:
 
 def _bounded(value: timedelta, field: str, maximum: timedelta) -> timedelta:
     if value > maximum:
-        raise SpecError(field, f"{value.total_seconds():g} s is longer than the maximum of "
-                               f"{maximum.total_seconds():g} s.",
+        seconds = f"{value.total_seconds():,.6f}".rstrip("0").rstrip(".")
+        raise SpecError(field, f"{seconds} s is longer than the maximum "
+                               f"of {maximum.total_seconds():,.0f} s ({maximum.days:,} days).",
                         f"use at most {int(maximum.total_seconds())} seconds.")
     return value
 

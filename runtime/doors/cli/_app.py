@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # the supervisor, the HTTP server): --help and preview start without any of them.
 
 __all__ = ["app", "collect", "db_app", "emit_json", "err", "exit_code", "fail_input", "fail_json",
-           "first_leaf", "instant", "keys_app", "MAX_ID", "MAX_REVISION", "options", "out",
+           "first_leaf", "instant", "keys_app", "MAX_ID", "MAX_REVISION", "options", "out", "parse_instant",
            "prefs_app", "replays_app", "secrets_app", "series_error", "settings", "StdoutClosed",
            "users_app", "webhooks_app", "with_db", "write"]
 
@@ -286,30 +286,42 @@ EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo
 
 
 def instant(text: str, option: str) -> datetime:
+    """An aware instant from an option (:func:`parse_instant`).
+
+    Raises:
+        typer.Exit: code 2, naming ``option``.
+    """
+    try:
+        return parse_instant(text, option)
+    except SpecError as exc:
+        raise fail_input(exc) from exc
+
+
+def parse_instant(text: str, option: str) -> datetime:
     """An aware instant from an option: ISO 8601 with an offset, or a plain date
     (``2026-12-02``), which means 00:00 UTC that day — as in series files — between
     1970 and 2200.
 
     Raises:
-        typer.Exit: code 2, naming ``option``.
+        SpecError: naming ``option`` and the fix.
     """
     try:
         if len(text) == 10 and text[4] == "-" and text[7] == "-":
             return datetime.combine(date.fromisoformat(text), time(0), UTC)
         value = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise fail_input(SpecError(option, f"{text!r} is not an ISO 8601 time or date.",
-                                   "write e.g. 2026-12-02T20:00:00Z or 2026-12-02.")) from exc
+        raise SpecError(option, f"{text!r} is not an ISO 8601 time or date.",
+                        "write e.g. 2026-12-02T20:00:00Z or 2026-12-02.") from exc
     if value.tzinfo is None:
-        raise fail_input(SpecError(option, f"{text!r} has no UTC offset.",
-                                   "add Z or +01:00, or give a plain date (00:00 UTC)."))
+        raise SpecError(option, f"{text!r} has no UTC offset.",
+                        "add Z or +01:00, or give a plain date (00:00 UTC).")
     try:
         utc = value.astimezone(UTC)
     except OverflowError:
         utc = None
     if utc is None or not EARLIEST <= utc <= LATEST:
-        raise fail_input(SpecError(option, f"{text!r} is outside 1970-2200.",
-                                   "give an instant between 1970 and 2200."))
+        raise SpecError(option, f"{text!r} is outside 1970-2200.",
+                        "give an instant between 1970 and 2200.")
     return value
 
 

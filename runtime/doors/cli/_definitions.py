@@ -3,6 +3,7 @@ review and register."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from watchkeeper.runtime import usecases as uc
-from watchkeeper.triggers import SpecError, format_utc
+from watchkeeper.triggers import SpecError, SpecProblem, format_utc
 
 from ._app import (
     INSTANT_HELP,
@@ -23,6 +24,7 @@ from ._app import (
     fail_json,
     instant,
     out,
+    parse_instant,
     settings,
     with_db,
 )
@@ -37,7 +39,35 @@ __all__: list[str] = []
 _PREVIEW_OPTIONS = {"trigger.expr": "--cron", "trigger.zone": "--tz", "trigger.every": "--every",
                     "trigger.anchor": "--anchor", "trigger.at": "--at",
                     "trigger.dst_gap": "--dst-gap"}
-"""The spec field each of ``preview``'s schedule options fills: its errors name the option."""
+"""The spec field each of ``preview``'s schedule options fills: what is said of the
+field (errors, their fixes, warnings) is said of the option."""
+
+
+def _option_named(text: str) -> str:
+    """``text`` with each spec field :data:`_PREVIEW_OPTIONS` names written as its option."""
+    for field, option in _PREVIEW_OPTIONS.items():
+        text = text.replace(field, option)
+    return text
+
+
+def _as_options(exc: SpecError, schedule: str) -> SpecError:
+    """``exc`` about a schedule given by options, said of the options: each field, and
+    each spec field its words mention, is the option that fills it; ``trigger`` itself
+    (the schedule as a whole: it has no occurrence) is ``schedule`` (``--cron``...)."""
+    return SpecError.of(
+        SpecProblem(schedule if p.field in ("trigger", "trigger.type") else
+                    _option_named(p.field), _option_named(p.problem), _option_named(p.fix))
+        for p in exc.problems)
+
+
+def _every_value(text: str) -> str | float:
+    """``--every``: a finite number of seconds, else the text (an ISO 8601 duration,
+    which the spec's field checks)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return text
+    return seconds if math.isfinite(seconds) else text
 
 
 @app.command("preview")
@@ -46,46 +76,76 @@ def preview_cmd(
     cron: Annotated[str | None, typer.Option(help="5-field cron expression.")] = None,
     tz: Annotated[str | None, typer.Option("--tz", "--zone",
                                            help="IANA zone (with --cron or --at).")] = None,
-    every: Annotated[float | None, typer.Option(help="Interval in seconds.")] = None,
-    anchor: Annotated[str | None, typer.Option(help="Interval anchor, ISO 8601 with offset.")] = None,
+    every: Annotated[str | None, typer.Option(
+        help="Interval: seconds (3600) or an ISO 8601 duration (PT1H).")] = None,
+    anchor: Annotated[str | None, typer.Option(
+        help="Interval anchor, ISO 8601 with offset (with --every).")] = None,
     at: Annotated[str | None, typer.Option(help="One local time (ISO 8601) in --tz.")] = None,
     after: Annotated[str | None, typer.Option(help="List occurrences strictly after this "
                                                     f"instant ({INSTANT_HELP}; default: now).")] = None,
     count: Annotated[int, typer.Option(min=1, max=10_000)] = 10,
-    dst_gap: Annotated[str, typer.Option(help="skip or run_after")] = "skip",
+    dst_gap: Annotated[str | None, typer.Option(
+        help="skip (the default) or run_after (with --cron).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List the next occurrences: UTC instant, local time, slot, and a DST note."""
-    from watchkeeper.triggers import parse_spec, preview
+    from watchkeeper.triggers import SpecProblems, parse_spec, preview
 
     config = settings()
-    chosen = [x for x in (spec_file, cron, every, at) if x is not None]
+    found = SpecProblems()  # every problem of the command line at once
+    schedules = {"SPEC_FILE": spec_file, "--cron": cron, "--every": every, "--at": at}
+    chosen = [name for name, value in schedules.items() if value is not None]
     if len(chosen) != 1:
-        raise fail_input(SpecError("preview", "give exactly one of SPEC_FILE, --cron, --every, --at.",
-                                   "e.g. watchkeeper preview --cron '0 9 * * 1' --tz Europe/London"))
-    try:
-        if spec_file is not None:
+        found.add("preview", "give exactly one of SPEC_FILE, --cron, --every, --at"
+                  + (f" (given: {', '.join(chosen)})." if chosen else "."),
+                  "e.g. watchkeeper preview --cron '0 9 * * 1' --tz Europe/London")
+    schedule = chosen[0] if len(chosen) == 1 else None
+    for option, value, readers in (("--tz", tz, ("--cron", "--at")),
+                                   ("--anchor", anchor, ("--every",)),
+                                   ("--dst-gap", dst_gap, ("--cron",))):
+        if value is not None and schedule is not None and schedule not in readers:
+            found.add(option, f"is not read with {schedule} (a spec file carries its own "
+                      "schedule)." if schedule == "SPEC_FILE" else
+                      f"is not read with {schedule}.",
+                      f"use {option} with {' or '.join(readers)}, or leave it out.")
+    start = datetime.now(UTC)
+    if after:
+        with found.check():
+            start = parse_instant(after, "--after")
+    spec = None
+    if schedule == "SPEC_FILE":
+        assert spec_file is not None
+        with found.check():
             spec = uc.load_spec(spec_file, min_interval=config.min_interval_delta)
+    elif schedule is not None:
+        trigger: dict[str, Any]
+        if cron is not None:
+            trigger = {"type": "cron", "expr": cron, "zone": tz, "dst_gap": dst_gap or "skip"}
+        elif every is not None:
+            trigger = {"type": "interval", "every": _every_value(every)}
+            if anchor is not None:
+                trigger["anchor"] = anchor
         else:
-            trigger: dict[str, Any]
-            if cron is not None:
-                trigger = {"type": "cron", "expr": cron, "zone": tz, "dst_gap": dst_gap}
-            elif every is not None:
-                trigger = {"type": "interval", "every": every}
-                if anchor is not None:
-                    trigger["anchor"] = anchor
-            else:
-                trigger = {"type": "at", "at": at, "zone": tz or "UTC"}
+            trigger = {"type": "at", "at": at, "zone": tz or "UTC"}
+        try:
             spec = parse_spec({"version": 1, "trigger": trigger},
                               min_interval=config.min_interval_delta)
-        start = instant(after, "--after") if after else datetime.now(UTC)
-        items = preview(spec.bounded_calendar(), start, count)
+        except SpecError as exc:
+            found.extend(_as_options(exc, schedule))
+    try:
+        found.raise_if_any()
+        assert spec is not None
+        try:
+            items = preview(spec.bounded_calendar(), start, count)
+        except SpecError as exc:
+            if schedule == "SPEC_FILE":
+                raise
+            raise _as_options(exc, schedule or "") from exc
     except SpecError as exc:
-        if spec_file is None:  # the schedule came from options: name the option typed
-            exc = exc.renamed(lambda field: _PREVIEW_OPTIONS.get(field, field))
         raise (fail_json(exc) if as_json else fail_input(exc)) from exc
     for warning in spec.warnings:  # stderr: --json stays a list of occurrences
-        err.print(f"note: {warning}", markup=False, highlight=False)
+        said = str(warning) if schedule == "SPEC_FILE" else _option_named(str(warning))
+        err.print(f"note: {said}", markup=False, highlight=False)
     if as_json:
         emit_json([item.to_json() for item in items])
     else:

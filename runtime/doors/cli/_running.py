@@ -264,7 +264,8 @@ def _timeline_printer(as_json: bool, id_width: int = 24) -> Any:
         task = f" task {event['task']}" if event["task"] is not None else ""
         verdict = event["verdict"] or "-"
         out.print(f"{event['at']}  {escape(key):<{id_width}} {verdict:<7} {event['action']:<20}{task}  "
-                  f"[dim]{escape(str(event['reason']))}[/]", highlight=False, soft_wrap=True)
+                  f"[dim]{escape(str(event['reason']))}[/]", highlight=False, soft_wrap=True,
+                  emoji=False)  # an id such as "a:smile:" is printed as written
     return show
 
 
