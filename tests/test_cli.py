@@ -106,7 +106,15 @@ async def test_help_shows_the_docstrings_as_written(tmp_path: Path) -> None:
      ([str(EXAMPLES / "holdings_review.toml"), "--after", "bad"], ["--after"]),
      ([], ["preview"]), (["--cron", "0 9 * * 1", "--every", "60"], ["preview"]),
      # the schedule as a whole (no occurrence) is the option that gave it
-     (["--at", "2020-01-01T00:00:00", "--tz", "UTC", "--after", "2026-01-01"], ["--at"])],
+     (["--at", "2020-01-01T00:00:00", "--tz", "UTC", "--after", "2026-01-01"], ["--at"]),
+     # a plain date is bounded as an instant is (0001-01-01 was a traceback); an empty
+     # value is a value, not the option left out
+     (["--at", "2026-06-01T09:00", "--tz", "Europe/London", "--after", "0001-01-01"],
+      ["--after"]),
+     (["--every", "PT30M", "--after", "2200-01-02"], ["--after"]),
+     (["--every", "PT30M", "--after", ""], ["--after"]),
+     (["--cron", "0 9 * * *", "--tz", "UTC", "--dst-gap", ""], ["--dst-gap"]),
+     (["--at", "2026-06-01T09:00", "--tz", ""], ["--tz", "--at"])],
 )
 async def test_preview_json_errors_name_every_option(tmp_path: Path, args: list[str],
                                                      fields: list[str]) -> None:

@@ -307,8 +307,9 @@ def parse_instant(text: str, option: str) -> datetime:
     """
     try:
         if len(text) == 10 and text[4] == "-" and text[7] == "-":
-            return datetime.combine(date.fromisoformat(text), time(0), UTC)
-        value = datetime.fromisoformat(text)
+            value = datetime.combine(date.fromisoformat(text), time(0), UTC)
+        else:
+            value = datetime.fromisoformat(text)
     except ValueError as exc:
         raise SpecError(option, f"{text!r} is not an ISO 8601 time or date.",
                         "write e.g. 2026-12-02T20:00:00Z or 2026-12-02.") from exc

@@ -22,7 +22,6 @@ from ._app import (
     err,
     fail_input,
     fail_json,
-    instant,
     out,
     parse_instant,
     settings,
@@ -109,7 +108,7 @@ def preview_cmd(
                       f"is not read with {schedule}.",
                       f"use {option} with {' or '.join(readers)}, or leave it out.")
     start = datetime.now(UTC)
-    if after:
+    if after is not None:
         with found.check():
             start = parse_instant(after, "--after")
     spec = None
@@ -120,13 +119,14 @@ def preview_cmd(
     elif schedule is not None:
         trigger: dict[str, Any]
         if cron is not None:
-            trigger = {"type": "cron", "expr": cron, "zone": tz, "dst_gap": dst_gap or "skip"}
+            trigger = {"type": "cron", "expr": cron, "zone": tz,
+                       "dst_gap": "skip" if dst_gap is None else dst_gap}
         elif every is not None:
             trigger = {"type": "interval", "every": _every_value(every)}
             if anchor is not None:
                 trigger["anchor"] = anchor
         else:
-            trigger = {"type": "at", "at": at, "zone": tz or "UTC"}
+            trigger = {"type": "at", "at": at, "zone": "UTC" if tz is None else tz}
         try:
             spec = parse_spec({"version": 1, "trigger": trigger},
                               min_interval=config.min_interval_delta)
