@@ -80,6 +80,11 @@ def test_round_trip_through_json() -> None:
      ({"trigger": {"type": "interval", "every": "P1M"}}, "trigger.every", "months or years"),
      ({"lateness": {"late_grace": 3e11}}, "lateness.late_grace", "longer than the maximum"),
      ({"limits": {"deadline": 3e11}}, "limits.deadline", "longer than the maximum"),
+     # more seconds than a timedelta holds: still "too long", not "not a duration"
+     ({"trigger": {"type": "interval", "every": 1e20}}, "trigger.every",
+      "100,000,000,000,000,000,000 s is longer than the maximum of 316,224,000 s (3,660 days)"),
+     ({"lateness": {"late_grace": 10**15}}, "lateness.late_grace",
+      "1,000,000,000,000,000 s is longer than the maximum of 604,800 s (7 days)"),
      ({"limits": {"max_tasks_per_period": 10**12}}, "limits.max_tasks_per_period",
       "more than the maximum 1000000"),
      ({"trigger": {"type": "interval", "every": 60, "anchor": "0001-01-01T00:00:00Z"}},

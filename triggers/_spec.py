@@ -24,6 +24,7 @@ import enum
 import functools
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
@@ -90,16 +91,28 @@ def _duration(value: Any, field: str, maximum: timedelta) -> Any:
                         "write days, hours, minutes or seconds (e.g. 'P30D', 'PT12H').")
     if isinstance(value, bool):
         raise SpecError(field, f"{value!r} is not a duration.", "write seconds or 'PT30M'.")
+    if isinstance(value, int | float) and _TIMEDELTA_SECONDS < value < math.inf:
+        raise _too_long(value, field, maximum)  # a timedelta of it would overflow
     return value
 
 
 def _bounded(value: timedelta, field: str, maximum: timedelta) -> timedelta:
     if value > maximum:
-        seconds = f"{value.total_seconds():,.6f}".rstrip("0").rstrip(".")
-        raise SpecError(field, f"{seconds} s is longer than the maximum "
-                               f"of {maximum.total_seconds():,.0f} s ({maximum.days:,} days).",
-                        f"use at most {int(maximum.total_seconds())} seconds.")
+        raise _too_long(value.total_seconds(), field, maximum)
     return value
+
+
+_TIMEDELTA_SECONDS = timedelta.max.total_seconds()
+"""The most seconds a :class:`timedelta` holds (about 2.7 million years)."""
+
+
+def _too_long(seconds: float, field: str, maximum: timedelta) -> SpecError:
+    """``field``'s ``seconds`` pass ``maximum``: said in plain seconds (and days)."""
+    shown = f"{seconds:,.6f}".rstrip("0").rstrip(".")
+    days = f" ({maximum.days:,} days)" if maximum.days >= 2 else ""
+    return SpecError(field, f"{shown} s is longer than the maximum of "
+                            f"{maximum.total_seconds():,.0f} s{days}.",
+                     f"use at most {int(maximum.total_seconds())} seconds.")
 
 
 def _resolved(value: timedelta, field: str, maximum: timedelta, info: ValidationInfo,
