@@ -285,12 +285,15 @@ EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo
 """Instants an option may name: the same years a spec may (1970 to 2200)."""
 
 
-def instant(text: str, option: str) -> datetime:
-    """An aware instant from an option (:func:`parse_instant`).
+def instant(text: str | None, option: str) -> datetime | None:
+    """An aware instant from an option (:func:`parse_instant`); ``None`` when the option
+    was not given (an empty value was, and is refused).
 
     Raises:
         typer.Exit: code 2, naming ``option``.
     """
+    if text is None:
+        return None
     try:
         return parse_instant(text, option)
     except SpecError as exc:

@@ -186,8 +186,8 @@ def replay_cmd(
         items = uc.load_replay_definitions(definitions, min_interval=config.min_interval_delta,
                                            poll_every=every)
         source = SeriesSource.from_csv(series, name=source_name, version=source_version)
-        start, end = uc.replay_window(source, instant(from_, "--from") if from_ is not None else None,
-                                      instant(to, "--to") if to is not None else None)
+        start, end = uc.replay_window(source, instant(from_, "--from"),
+                                      instant(to, "--to"))
     except SeriesError as exc:
         raise fail_input(series_error(exc)) from exc
     except OSError as exc:

@@ -206,8 +206,8 @@ def history_cmd(
 ) -> None:
     """Every occurrence with its decision, admission lateness, task, runs, report and
     delivery, newest first in pages (the table prints them oldest first)."""
-    since_at = instant(since, "--since") if since is not None else None
-    until_at = instant(until, "--until") if until is not None else None
+    since_at = instant(since, "--since")
+    until_at = instant(until, "--until")
 
     async def run(db: Database, _: Settings) -> uc.HistoryPage:
         with options(status="--status", limit="--limit", cursor="--cursor"):
@@ -255,7 +255,7 @@ def polls_cmd(
         cursor = uc.PollCursor.decode(after, "--after") if after else None
     except SpecError as exc:
         raise fail_input(exc) from exc
-    query = uc.PollsQuery(tenant, definition, instant(since, "--since") if since is not None else None,
+    query = uc.PollsQuery(tenant, definition, instant(since, "--since"),
                           cursor, limit, changes)
 
     async def run(db: Database, _: Settings) -> uc.PollsPage:
