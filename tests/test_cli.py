@@ -125,6 +125,21 @@ async def test_preview_json_errors_name_every_option(tmp_path: Path, args: list[
     assert [problem["field"] for problem in json.loads(out)] == fields
 
 
+@pytest.mark.parametrize(("args", "words"), [
+    (["history", "--tenant", "acme", "--since", ""], "--since: '' is not an ISO 8601 time"),
+    (["history", "--tenant", "acme", "--until", "0001-01-01"], "--until: '0001-01-01' is outside"),
+    (["replay", "--definitions", str(EXAMPLES / "conditions" / "stocks.toml"), "--series",
+      str(EXAMPLES / "series" / "stocks.csv"), "--from", "0001-01-01"],
+     "--from: '0001-01-01' is outside 1970-2200"),
+])
+async def test_instant_options_refuse_empty_and_far_dates(tmp_path: Path, args: list[str],
+                                                          words: str) -> None:
+    """An empty instant is a value to refuse, not the option left out; a plain date is
+    bounded to 1970-2200 as a full instant is."""
+    code, _, err = await cli(*args, dsn=None, home=tmp_path, check=False)
+    assert (code, words in " ".join(err.split())) == (2, True), err
+
+
 async def test_preview_options_say_what_they_are(tmp_path: Path) -> None:
     """What the spec says of a field, preview says of the option: a warning, the words of
     a problem and its fix; a spec file's problems keep the spec's names; --every takes an
